@@ -1,0 +1,77 @@
+// Reverse-mode automatic differentiation, define-by-run.
+//
+// Each op that runs with a tracked input (and grad mode on) records a Node: the op's name, the
+// nodes of its inputs and its pullback, which maps the cotangent of the output to one cotangent
+// per input (an undefined Tensor means "no gradient", for indices, or zero). Pullbacks are
+// written with ordinary ops and run in no_grad mode. The engine visits nodes in reverse creation
+// order (a valid topological order: inputs are always created first) and sums cotangents where a
+// value fans out, so gradients are deterministic.
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace cotan {
+
+using Pullback = std::function<std::vector<Tensor>(const Tensor& cotangent)>;
+
+struct Node {
+  const char* op = "leaf";
+  std::vector<std::shared_ptr<Node>> inputs;  // null where that input is not tracked
+  Pullback pullback;                          // empty for leaves
+  Shape shape;
+  DType dtype = DType::f32;
+  Device device;
+  uint64_t sequence = 0;  // creation order
+};
+
+// Whether ops record onto the tape (per thread; on by default).
+bool grad_enabled();
+
+// Turns recording off for its lifetime: for inference, teachers and optimizer updates.
+class NoGrad {
+ public:
+  NoGrad();
+  ~NoGrad();
+  NoGrad(const NoGrad&) = delete;
+  NoGrad& operator=(const NoGrad&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// True while checkpoint() re-runs a forward pass inside the backward pass: stateful layers read
+// this to avoid updating their buffers a second time.
+bool recomputing();
+
+// Records `y` as the output of `op` applied to `inputs` when grad mode is on and any input is
+// tracked; returns y. The pullback must return inputs.size() cotangents.
+Tensor record(const char* op, Tensor y, std::initializer_list<Tensor> inputs, Pullback pullback);
+Tensor record(const char* op, Tensor y, const std::vector<Tensor>& inputs, Pullback pullback);
+
+// A tracked leaf sharing x's data: gradients can be taken with respect to it.
+Tensor track(const Tensor& x);
+
+// Cotangents of `wrt` (tracked tensors) given `output` and its cotangent. Tensors that `output`
+// does not depend on get zeros.
+std::vector<Tensor> gradients(const Tensor& output, const Tensor& cotangent, const std::vector<Tensor>& wrt);
+
+using Function = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// Runs f on tracked copies of `inputs`; f must return a single-element floating tensor.
+// Returns f's value (detached) and one gradient per input, with the input's shape and dtype.
+std::pair<Tensor, std::vector<Tensor>> value_and_grad(const Function& f, const std::vector<Tensor>& inputs);
+// The vector-Jacobian product of f at `inputs` with `cotangent` (f's output shape).
+std::pair<Tensor, std::vector<Tensor>> vjp(const Function& f, const std::vector<Tensor>& inputs,
+                                           const Tensor& cotangent);
+
+// Runs f without keeping its intermediate values; the backward pass runs f again (with
+// recomputing() true) to get them. Memory for time, results identical.
+Tensor checkpoint(const Function& f, const std::vector<Tensor>& inputs);
+
+}  // namespace cotan

@@ -1,0 +1,47 @@
+#include "tensor/op_table.hpp"
+#include "tensor/cpu/backend.hpp"
+
+namespace cotan {
+
+namespace {
+Backend* cuda_backend = nullptr;
+}
+
+Backend& cpu_backend() {
+  static cpu::CpuBackend instance;
+  return instance;
+}
+
+void register_backend(DeviceKind kind, Backend* b) {
+  if (kind == DeviceKind::cuda) cuda_backend = b;
+}
+
+Backend& backend(Device device) {
+  if (device.is_cpu()) return cpu_backend();
+  if (!cuda_backend) fail("device", "cannot use ", to_string(device), ": this build has no CUDA backend");
+  return *cuda_backend;
+}
+
+std::shared_ptr<Storage> allocate(size_t nbytes, Device device) { return backend(device).allocate(nbytes); }
+
+std::string_view op_name(UnaryOp op) {
+  static constexpr std::string_view names[] = {"neg",  "exp",  "log",         "sqrt", "rsqrt", "tanh",
+                                               "sigmoid", "silu", "relu",     "gelu_tanh", "abs", "clamp",
+                                               "pow",  "sign", "logical_not", "square", "reciprocal"};
+  return names[int(op)];
+}
+
+std::string_view op_name(BinaryOp op) {
+  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "eq",
+                                               "ne",  "lt",  "le",  "gt",  "ge", "logical_and", "logical_or"};
+  return names[int(op)];
+}
+
+std::string_view op_name(ReduceOp op) {
+  static constexpr std::string_view names[] = {"sum", "max", "min", "argmax", "argmin"};
+  return names[int(op)];
+}
+
+bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
+
+}  // namespace cotan

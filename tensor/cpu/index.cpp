@@ -1,0 +1,2 @@
+// placeholder: replaced by the kernel implementation
+#include "tensor/cpu/backend.hpp"

@@ -1,0 +1,86 @@
+// The op table: every kernel a backend provides. The differentiable ops (tensor/ops.hpp) call these
+// after checking and broadcasting their arguments, so a kernel may assume:
+//   - binary and where: operands already broadcast to one shape (strides may be 0), one dtype
+//     (comparisons produce bool);
+//   - axes normalized (0 <= axis < ndim) and sorted;
+//   - inputs on this backend's device, with any strides unless a kernel says otherwise.
+// Kernels return fresh contiguous tensors, except assign and fill, which write into `dst`.
+// Adding an op touches its rule (autograd/rules), this table, and each backend's kernel.
+#pragma once
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "tensor/random.hpp"
+#include "tensor/tensor.hpp"
+
+namespace cotan {
+
+enum class UnaryOp {
+  neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, relu, gelu_tanh, abs,
+  clamp,  // a = lo, b = hi
+  pow,    // x^a
+  sign, logical_not, square, reciprocal
+};
+enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or };
+enum class ReduceOp { sum, max, min, argmax, argmin };
+enum class RandomOp {
+  uniform,    // U[a, b)
+  normal,     // N(a, b^2)
+  randint,    // integers in [a, b)
+  bernoulli,  // true with probability a
+};
+
+std::string_view op_name(UnaryOp op);
+std::string_view op_name(BinaryOp op);
+std::string_view op_name(ReduceOp op);
+bool is_comparison(BinaryOp op);  // eq .. ge, logical_and, logical_or: bool result
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // Memory.
+  virtual std::shared_ptr<Storage> allocate(size_t nbytes) = 0;
+  // dst[...] = convert(src[...]); same shape, any strides and dtypes. dst must not overlap src.
+  virtual void assign(const Tensor& dst, const Tensor& src) = 0;
+  virtual void fill(const Tensor& dst, double value) = 0;
+  virtual Tensor arange(double start, double step, int64_t n, DType dtype) = 0;
+  virtual Tensor random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) = 0;
+
+  // Elementwise; float-only ops reject integer dtypes.
+  virtual Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0) = 0;
+  virtual Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) = 0;
+  virtual Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+
+  // Reductions over `axes` (argmax/argmin: exactly one axis; result i64). Deterministic: the
+  // same bits whatever the number of threads.
+  virtual Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) = 0;
+  // Along one axis; the result keeps the input's shape (logsumexp drops the axis).
+  virtual Tensor softmax(const Tensor& x, int64_t axis) = 0;
+  virtual Tensor log_softmax(const Tensor& x, int64_t axis) = 0;
+  virtual Tensor logsumexp(const Tensor& x, int64_t axis) = 0;
+  virtual Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) = 0;
+
+  // [B..., M, K] x [B..., K, N] -> [B..., M, N]; batch dims equal (broadcast ones have stride 0);
+  // either operand may be transposed through its strides.
+  virtual Tensor matmul(const Tensor& a, const Tensor& b) = 0;
+
+  // Indexing (index: i32 or i64). gather: out[.., i, ..] = x[.., index[.., i, ..], ..] along axis,
+  // index with x's ndim, out with index's shape. scatter_add: the transpose of gather, added to base.
+  virtual Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) = 0;
+  virtual Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
+  // index_select: picks whole slices along axis (index 1-D); index_add is its transpose, added to base.
+  virtual Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) = 0;
+  virtual Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
+};
+
+// The backend for a device; throws a clear error when the device is not available.
+Backend& backend(Device device);
+Backend& cpu_backend();
+// Registered by the CUDA backend when it is compiled in.
+void register_backend(DeviceKind kind, Backend* backend);
+
+}  // namespace cotan

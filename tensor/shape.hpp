@@ -1,0 +1,30 @@
+// Shapes and strides (in elements). A shape prints as [4, 8]; a scalar has shape [].
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace cotan {
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;
+
+int64_t numel(const Shape& shape);
+Strides contiguous_strides(const Shape& shape);
+std::string to_string(const Shape& shape);
+
+// Normalizes a possibly negative axis against `ndim`; throws "[op] axis 3 is out of range for 2 dims".
+int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op);
+// Normalizes, sorts and de-duplicates axes; an empty list means all axes.
+std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t ndim, const char* op);
+
+// Numpy broadcasting of two shapes; throws "[op] shapes [..] and [..] cannot be broadcast".
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+
+}  // namespace cotan
+
+namespace std {
+inline ostream& operator<<(ostream& out, const cotan::Shape& shape) { return out << cotan::to_string(shape); }
+}  // namespace std
