@@ -1,0 +1,19 @@
+// The `cotan` subcommands. Each takes the arguments after its name, parses them with
+// Boost.Program_options, prints to stdout and returns the exit code. Errors are thrown
+// (cotan::Error or a program_options error); main() prints them as one line and exits 1.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cotan::app {
+
+using Args = std::vector<std::string>;
+
+int cmd_info(const Args& args);       // cotan info
+int cmd_gradcheck(const Args& args);  // cotan gradcheck [--json]
+int cmd_bench(const Args& args);      // cotan bench <matmul|ops> ...: dispatches to the bench_* below
+int bench_matmul(const Args& args);   // cotan bench matmul [--json] [--torch]
+int bench_ops(const Args& args);      // cotan bench ops [--json] [--torch]
+
+}  // namespace cotan::app
