@@ -1,1 +1,188 @@
+// The tape and the backward pass.
+#include <algorithm>
+#include <atomic>
+#include <unordered_map>
+#include <unordered_set>
+
 #include "autograd/autograd.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan {
+
+namespace {
+
+thread_local bool grad_mode = true;
+thread_local int recompute_depth = 0;
+std::atomic<uint64_t> next_sequence{1};
+
+std::shared_ptr<Node> make_node(const char* op, const Tensor& y) {
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->shape = y.shape();
+  node->dtype = y.dtype();
+  node->device = y.device();
+  node->sequence = next_sequence.fetch_add(1, std::memory_order_relaxed);
+  return node;
+}
+
+struct GradModeScope {
+  bool previous = grad_mode;
+  explicit GradModeScope(bool enabled) { grad_mode = enabled; }
+  ~GradModeScope() { grad_mode = previous; }
+};
+
+struct RecomputeScope {
+  RecomputeScope() { ++recompute_depth; }
+  ~RecomputeScope() { --recompute_depth; }
+};
+
+// Every node reachable from `root`, in reverse creation order (outputs before their inputs).
+std::vector<Node*> reverse_topological(Node* root) {
+  std::vector<Node*> order, stack{root};
+  std::unordered_map<Node*, bool> seen{{root, true}};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    order.push_back(n);
+    for (const auto& in : n->inputs)
+      if (in && !seen[in.get()]) {
+        seen[in.get()] = true;
+        stack.push_back(in.get());
+      }
+  }
+  std::sort(order.begin(), order.end(), [](Node* a, Node* b) { return a->sequence > b->sequence; });
+  return order;
+}
+
+}  // namespace
+
+bool grad_enabled() { return grad_mode; }
+NoGrad::NoGrad() : previous_(grad_mode) { grad_mode = false; }
+NoGrad::~NoGrad() { grad_mode = previous_; }
+bool recomputing() { return recompute_depth > 0; }
+
+Tensor record(const char* op, Tensor y, const std::vector<Tensor>& inputs, Pullback pullback) {
+  if (!grad_mode) return y;
+  bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.defined() && t.tracked(); });
+  if (!any) return y;
+  auto node = make_node(op, y);
+  node->inputs.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->inputs.push_back(t.defined() ? t.node() : nullptr);
+  node->pullback = std::move(pullback);
+  y.set_node(std::move(node));
+  return y;
+}
+
+Tensor record(const char* op, Tensor y, std::initializer_list<Tensor> inputs, Pullback pullback) {
+  return record(op, std::move(y), std::vector<Tensor>(inputs), std::move(pullback));
+}
+
+Tensor track(const Tensor& x) {
+  Tensor leaf = x.detach();
+  leaf.set_node(make_node("leaf", leaf));
+  return leaf;
+}
+
+std::vector<Tensor> gradients(const Tensor& output, const Tensor& cotangent, const std::vector<Tensor>& wrt) {
+  if (cotangent.shape() != output.shape())
+    fail("gradients", "cotangent of shape ", to_string(cotangent.shape()), " for an output of shape ",
+         to_string(output.shape()));
+  std::unordered_map<Node*, Tensor> cotangents;
+  std::unordered_set<Node*> wanted;
+  for (const Tensor& w : wrt) {
+    if (!w.tracked()) fail("gradients", "a requested input is not tracked (use track() or value_and_grad)");
+    wanted.insert(w.node().get());
+  }
+  if (output.tracked()) {
+    NoGrad no_grad;
+    Node* root = output.node().get();
+    cotangents[root] = cotangent;
+    for (Node* node : reverse_topological(root)) {
+      auto it = cotangents.find(node);
+      if (it == cotangents.end() || !node->pullback) continue;
+      std::vector<Tensor> grads = node->pullback(it->second);
+      if (grads.size() != node->inputs.size())
+        fail(node->op, "pullback returned ", grads.size(), " cotangents for ", node->inputs.size(), " inputs");
+      for (size_t i = 0; i < grads.size(); ++i) {
+        Node* in = node->inputs[i].get();
+        if (!in || !grads[i].defined()) continue;
+        if (grads[i].shape() != in->shape || grads[i].dtype() != in->dtype)
+          fail(node->op, "pullback gave input ", i, " a cotangent ", to_string(grads[i].shape()), " ",
+               grads[i].dtype(), " for a value ", to_string(in->shape), " ", in->dtype);
+        auto [slot, inserted] = cotangents.try_emplace(in, grads[i]);
+        if (!inserted) slot->second = add(slot->second, grads[i]);
+      }
+      // A cotangent is dead once passed on, unless it is one that was asked for.
+      if (!wanted.count(node)) cotangents.erase(node);
+    }
+  }
+  std::vector<Tensor> out;
+  out.reserve(wrt.size());
+  for (const Tensor& w : wrt) {
+    auto it = cotangents.find(w.node().get());
+    out.push_back(it != cotangents.end() ? it->second : zeros(w.shape(), w.dtype(), w.device()));
+  }
+  return out;
+}
+
+std::pair<Tensor, std::vector<Tensor>> vjp(const Function& f, const std::vector<Tensor>& inputs,
+                                           const Tensor& cotangent) {
+  std::vector<Tensor> leaves;
+  leaves.reserve(inputs.size());
+  for (const Tensor& x : inputs) leaves.push_back(track(x));
+  Tensor y;
+  {
+    GradModeScope on(true);  // recording is on inside f even in a caller's no_grad scope
+    y = f(leaves);
+  }
+  std::vector<Tensor> grads = gradients(y, cotangent, leaves);
+  for (size_t i = 0; i < grads.size(); ++i)
+    if (grads[i].dtype() != inputs[i].dtype()) grads[i] = cast(grads[i], inputs[i].dtype());
+  return {y.detach(), std::move(grads)};
+}
+
+std::pair<Tensor, std::vector<Tensor>> value_and_grad(const Function& f, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> leaves;
+  leaves.reserve(inputs.size());
+  for (const Tensor& x : inputs) leaves.push_back(track(x));
+  Tensor y;
+  {
+    GradModeScope on(true);
+    y = f(leaves);
+  }
+  if (y.numel() != 1) fail("value_and_grad", "f must return a single value, got shape ", to_string(y.shape()));
+  if (!is_floating(y.dtype())) fail("value_and_grad", "f must return a floating value, got ", y.dtype());
+  std::vector<Tensor> grads = gradients(y, ones(y.shape(), y.dtype(), y.device()), leaves);
+  return {y.detach(), std::move(grads)};
+}
+
+Tensor checkpoint(const Function& f, const std::vector<Tensor>& inputs) {
+  Tensor y;
+  {
+    NoGrad no_grad;
+    std::vector<Tensor> detached;
+    for (const Tensor& x : inputs) detached.push_back(x.detach());
+    y = f(detached);
+  }
+  std::vector<Tensor> saved;
+  for (const Tensor& x : inputs) saved.push_back(x.detach());
+  return record("checkpoint", y, inputs, [f, saved](const Tensor& g) {
+    RecomputeScope scope;
+    std::vector<Tensor> leaves;
+    for (const Tensor& x : saved) leaves.push_back(is_floating(x.dtype()) ? track(x) : x);
+    Tensor recomputed;
+    {
+      GradModeScope on(true);
+      recomputed = f(leaves);
+    }
+    std::vector<Tensor> tracked_leaves, grads(saved.size());
+    for (const Tensor& l : leaves)
+      if (l.tracked()) tracked_leaves.push_back(l);
+    std::vector<Tensor> tracked_grads = gradients(recomputed, g, tracked_leaves);
+    for (size_t i = 0, k = 0; i < leaves.size(); ++i)
+      if (leaves[i].tracked()) grads[i] = tracked_grads[k++];
+    return grads;
+  });
+}
+
+}  // namespace cotan

@@ -45,3 +45,25 @@ std::string_view op_name(ReduceOp op) {
 bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
 
 }  // namespace cotan
+
+// ---- threads ----
+#include <tbb/global_control.h>
+#include <tbb/info.h>
+
+#include "tensor/ops.hpp"
+
+namespace cotan {
+
+namespace {
+std::unique_ptr<tbb::global_control> thread_limit;
+}
+
+void set_num_threads(int n) {
+  if (n < 0) fail("set_num_threads", "thread count ", n, " is negative");
+  thread_limit.reset();
+  if (n > 0) thread_limit = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, size_t(n));
+}
+
+int num_threads() { return int(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)); }
+
+}  // namespace cotan

@@ -1,1 +1,39 @@
-#include "autograd/autograd.hpp"
+// Matrix products: the one primitive that calls a BLAS.
+#include "autograd/rules/common.hpp"
+
+namespace cotan {
+
+using namespace rules;
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check_defined("matmul", a);
+  check_defined("matmul", b);
+  check_same_device("matmul", a, b);
+  check_same_dtype("matmul", a, b);
+  check_floating("matmul", a);
+  if (a.dim() == 0 || b.dim() == 0)
+    fail("matmul", "shapes ", to_string(a.shape()), " and ", to_string(b.shape()), " must have at least one dim");
+  // numpy semantics for vectors: [K] is a row on the left, a column on the right.
+  Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;
+  Tensor y = b.dim() == 1 ? unsqueeze(b, -1) : b;
+  int64_t m = x.size(-2), k = x.size(-1), n = y.size(-1);
+  if (y.size(-2) != k) fail("matmul", "shapes ", to_string(a.shape()), " and ", to_string(b.shape()), " do not match");
+
+  Shape xb(x.shape().begin(), x.shape().end() - 2), yb(y.shape().begin(), y.shape().end() - 2);
+  Shape batch = broadcast_shapes(xb, yb, "matmul");
+  Shape xs = batch, ys = batch;
+  xs.insert(xs.end(), {m, k});
+  ys.insert(ys.end(), {k, n});
+  x = broadcast_to(x, xs);
+  y = broadcast_to(y, ys);
+
+  // [.., M, K] @ [.., K, N]: dX = G Y^T (M x N * N x K), dY = X^T G (K x M * M x N).
+  Tensor out = record("matmul", backend_of(x).matmul(x, y), {x, y}, [x = x.detach(), y = y.detach()](const Tensor& g) {
+    return std::vector{matmul(g, transpose(y)), matmul(transpose(x), g)};
+  });
+  if (a.dim() == 1) out = squeeze(out, -2);
+  if (b.dim() == 1) out = squeeze(out, -1);
+  return out;
+}
+
+}  // namespace cotan
