@@ -1,1 +1,128 @@
+// The engine: fan-out, broadcasting undone, no_grad, detach, checkpoint and errors. Gradients are
+// compared with derivatives worked out by hand.
 #include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/autograd.hpp"
+#include "tensor/ops.hpp"
+
+using namespace cotan;
+
+namespace {
+
+void check_close(const Tensor& t, const std::vector<double>& expected, double tol = 1e-12) {
+  auto v = t.to_vector<double>();
+  REQUIRE(v.size() == expected.size());
+  for (size_t i = 0; i < v.size(); ++i) CHECK(v[i] == doctest::Approx(expected[i]).epsilon(tol));
+}
+
+}  // namespace
+
+TEST_CASE("value_and_grad of a product with fan-out") {
+  // f(x, y) = sum(x * y + x * x) -> df/dx = y + 2x, df/dy = x
+  Tensor x = from_vector(std::vector<double>{1, -2, 3}, {3});
+  Tensor y = from_vector(std::vector<double>{0.5, 4, -1}, {3});
+  auto [value, grads] = value_and_grad([](const std::vector<Tensor>& in) {
+    return sum(in[0] * in[1] + in[0] * in[0]);
+  }, {x, y});
+  CHECK(value.item<double>() == doctest::Approx(0.5 - 8 - 3 + 1 + 4 + 9));
+  check_close(grads[0], {2.5, 0, 5});
+  check_close(grads[1], {1, -2, 3});
+  CHECK_FALSE(value.tracked());
+}
+
+TEST_CASE("broadcasting is undone in the pullback") {
+  // f(a, b) = sum(a[2,3] * b[3]) -> df/db_j = sum_i a_ij
+  Tensor a = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = from_vector(std::vector<double>{1, 1, 1}, {3});
+  auto [value, grads] = value_and_grad([](const std::vector<Tensor>& in) { return sum(in[0] * in[1]); }, {a, b});
+  CHECK(grads[1].shape() == Shape{3});
+  check_close(grads[1], {5, 7, 9});
+  CHECK(grads[0].shape() == Shape{2, 3});
+  check_close(grads[0], {1, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("unused inputs get zero gradients and detach cuts the graph") {
+  Tensor x = from_vector(std::vector<double>{2, 3}, {2});
+  Tensor y = from_vector(std::vector<double>{7, 8}, {2});
+  auto [value, grads] = value_and_grad([](const std::vector<Tensor>& in) {
+    return sum(in[0] * in[0].detach());  // only the first factor carries gradient
+  }, {x, y});
+  check_close(grads[0], {2, 3});
+  check_close(grads[1], {0, 0});
+}
+
+TEST_CASE("no_grad records nothing") {
+  Tensor x = track(from_vector(std::vector<double>{1, 2}, {2}));
+  Tensor y;
+  {
+    NoGrad guard;
+    CHECK_FALSE(grad_enabled());
+    y = exp(x);
+  }
+  CHECK(grad_enabled());
+  CHECK_FALSE(y.tracked());
+  CHECK(exp(x).tracked());
+}
+
+TEST_CASE("views carry gradients back to their base") {
+  // f(x) = sum(slice(x, 1, 0, 3, 2) * w) over a [2, 4] x: only columns 0 and 2 get w.
+  Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  auto [value, grads] = value_and_grad([](const std::vector<Tensor>& in) {
+    Tensor s = slice(transpose(reshape(in[0], {4, 2})), 1, 0, 3, 2);  // [2, 2] of a transposed view
+    Tensor w = from_vector(std::vector<double>{1, 10, 100, 1000}, {2, 2});
+    return sum(s * w);
+  }, {x});
+  // reshape to [4, 2] then transpose gives t[c][r] = x_flat[r * 2 + c]; slice columns r = 0, 2:
+  // s[c][k] = x_flat[(2k) * 2 + c] for k in {0, 1}: weights w[c][k].
+  check_close(grads[0], {1, 100, 0, 0, 10, 1000, 0, 0});
+}
+
+TEST_CASE("checkpoint gives the same gradients and recomputes in the backward pass") {
+  Tensor x = from_vector(std::vector<double>{0.3, -1.2, 2.0}, {3});
+  int forward_calls = 0, recomputed_calls = 0;
+  Function block = [&](const std::vector<Tensor>& in) {
+    ++forward_calls;
+    if (recomputing()) ++recomputed_calls;
+    return tanh(in[0]) * exp(in[0]);
+  };
+  auto [plain, plain_grads] = value_and_grad([&](const std::vector<Tensor>& in) { return sum(block(in)); }, {x});
+  forward_calls = recomputed_calls = 0;
+  auto [ck, ck_grads] = value_and_grad([&](const std::vector<Tensor>& in) { return sum(checkpoint(block, in)); }, {x});
+  CHECK(forward_calls == 2);
+  CHECK(recomputed_calls == 1);
+  CHECK(ck.item<double>() == plain.item<double>());
+  auto a = ck_grads[0].to_vector<double>(), b = plain_grads[0].to_vector<double>();
+  CHECK(a == b);
+  // d/dx tanh(x) e^x = e^x (1 - tanh^2 + tanh)
+  for (size_t i = 0; i < 3; ++i) {
+    double v = x.to_vector<double>()[i], t = std::tanh(v);
+    CHECK(a[i] == doctest::Approx(std::exp(v) * (1 - t * t + t)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("vjp with a non-scalar output") {
+  Tensor x = from_vector(std::vector<double>{1, 2, 3}, {3});
+  Tensor v = from_vector(std::vector<double>{1, 0, -1}, {3});
+  auto [y, grads] = vjp([](const std::vector<Tensor>& in) { return in[0] * in[0]; }, {x}, v);
+  check_close(y, {1, 4, 9});
+  check_close(grads[0], {2, 0, -6});
+}
+
+TEST_CASE("value_and_grad refuses non-scalar outputs") {
+  Tensor x = zeros({2}, DType::f64);
+  CHECK_THROWS_WITH_AS(value_and_grad([](const std::vector<Tensor>& in) { return in[0] * 2.0; }, {x}),
+                       "[value_and_grad] f must return a single value, got shape [2]", Error);
+}
+
+TEST_CASE("a pullback returning the wrong shape is reported with the op's name") {
+  Tensor x = from_vector(std::vector<double>{1, 2}, {2});
+  auto bad = [](const std::vector<Tensor>& in) {
+    Tensor y = record("bad_op", in[0].detach() * 1.0, {in[0]},
+                      [](const Tensor&) { return std::vector{zeros({3}, DType::f64)}; });
+    return sum(y);
+  };
+  CHECK_THROWS_WITH_AS(value_and_grad(bad, {x}),
+                       "[bad_op] pullback gave input 0 a cotangent [3] f64 for a value [2] f64", Error);
+}

@@ -1,0 +1,2 @@
+// placeholder
+#include "tensor/tensor.hpp"
