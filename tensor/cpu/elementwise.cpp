@@ -1,2 +1,332 @@
-// placeholder: replaced by the kernel implementation
+// CPU elementwise kernels: unary, binary, where. Outputs are fresh contiguous tensors. Every
+// kernel walks its operands as runs along the innermost collapsed dimension
+// (elementwise_loops.hpp); a run whose operands are all unit-stride (or broadcast scalars) takes
+// a vectorizable loop, anything else a strided one. Floating unary math goes through Eigen's
+// array maps (SIMD exp, log, tanh, sqrt); bf16 is computed in f32 tiles.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+// Eigen 3.4's AVX bf16 packet code declares a variable it never uses.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+
 #include "tensor/cpu/backend.hpp"
+#include "tensor/cpu/elementwise_loops.hpp"
+
+namespace cotan::cpu {
+
+namespace {
+
+template <int64_t N>
+using Stride = std::integral_constant<int64_t, N>;
+
+// Elements of a bf16 (or strided) run converted to the compute type at a time.
+constexpr int64_t kTile = 256;
+
+// The unsigned integer with the size of a T.
+template <size_t N> struct SameSizeBits;
+template <> struct SameSizeBits<1> { using type = uint8_t; };
+template <> struct SameSizeBits<2> { using type = uint16_t; };
+template <> struct SameSizeBits<4> { using type = uint32_t; };
+template <> struct SameSizeBits<8> { using type = uint64_t; };
+
+bool int_friendly(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: case UnaryOp::abs: case UnaryOp::sign: case UnaryOp::square:
+    case UnaryOp::relu: case UnaryOp::clamp: case UnaryOp::logical_not:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// ---- unary ----
+
+// y = op(x) over n contiguous compute-type elements.
+template <class C>
+void float_unary(UnaryOp op, const C* xp, C* yp, int64_t n, C a, C b) {
+  using Array = Eigen::Array<C, Eigen::Dynamic, 1>;
+  Eigen::Map<const Array> x(xp, n);
+  Eigen::Map<Array> y(yp, n);
+  constexpr C zero = C(0), one = C(1), half = C(0.5);
+  switch (op) {
+    case UnaryOp::neg: y = -x; return;
+    case UnaryOp::exp: y = x.exp(); return;
+    case UnaryOp::log: y = x.log(); return;
+    case UnaryOp::sqrt: y = x.sqrt(); return;
+    case UnaryOp::rsqrt: y = x.sqrt().inverse(); return;
+    case UnaryOp::tanh: y = x.tanh(); return;
+    // 1 / (1 + e^-x): e^-x overflows to inf (result 0) or underflows to 0 (result 1), never NaN.
+    case UnaryOp::sigmoid: y = (one + (-x).exp()).inverse(); return;
+    case UnaryOp::silu: y = x * (one + (-x).exp()).inverse(); return;
+    case UnaryOp::gelu_tanh: {
+      constexpr C k = C(0.7978845608028654);  // sqrt(2 / pi)
+      constexpr C cubic = C(0.044715);
+      y = half * x * (one + (k * (x + cubic * x.cube())).tanh());
+      return;
+    }
+    case UnaryOp::abs: y = x.abs(); return;
+    case UnaryOp::square: y = x.square(); return;
+    case UnaryOp::reciprocal: y = x.inverse(); return;
+    // The comparisons below keep NaN as NaN (a NaN fails every test and falls through to x).
+    case UnaryOp::relu:
+      for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] < zero ? zero : xp[i];
+      return;
+    case UnaryOp::clamp:  // min(max(x, lo), hi): hi wins when lo > hi
+      for (int64_t i = 0; i < n; ++i) {
+        C v = xp[i] < a ? a : xp[i];
+        yp[i] = v > b ? b : v;
+      }
+      return;
+    case UnaryOp::sign:
+      for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] > zero ? one : (xp[i] < zero ? -one : xp[i]);
+      return;
+    case UnaryOp::pow:
+      if (a == C(2)) y = x.square();
+      else if (a == C(1)) y = x;
+      else if (a == C(0.5)) y = x.sqrt();
+      else if (a == C(-1)) y = x.inverse();
+      else y = x.pow(a);
+      return;
+    case UnaryOp::logical_not: break;  // handled by unary_logical_not
+  }
+  fail(op_name(op), "no floating kernel");
+}
+
+// Integer clamp bounds: the tightest integers inside [lo, hi], saturated to T's range.
+template <class T>
+T int_bound(double v, bool lower) {
+  double r = lower ? std::ceil(v) : std::floor(v);
+  if (!(r > double(std::numeric_limits<T>::min()))) return std::numeric_limits<T>::min();
+  if (!(r < double(std::numeric_limits<T>::max()))) return std::numeric_limits<T>::max();
+  return T(r);
+}
+
+// Integer arithmetic wraps (two's complement) instead of overflowing.
+template <class T>
+void int_unary(UnaryOp op, const T* x, T* y, int64_t n, T lo, T hi) {
+  using U = std::make_unsigned_t<T>;
+  switch (op) {
+    case UnaryOp::neg: for (int64_t i = 0; i < n; ++i) y[i] = T(U(0) - U(x[i])); return;
+    case UnaryOp::abs: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? T(U(0) - U(x[i])) : x[i]; return;
+    case UnaryOp::square: for (int64_t i = 0; i < n; ++i) y[i] = T(U(x[i]) * U(x[i])); return;
+    case UnaryOp::sign: for (int64_t i = 0; i < n; ++i) y[i] = T((x[i] > 0) - (x[i] < 0)); return;
+    case UnaryOp::relu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? T(0) : x[i]; return;
+    case UnaryOp::clamp:
+      for (int64_t i = 0; i < n; ++i) {
+        T v = x[i] < lo ? lo : x[i];
+        y[i] = v > hi ? hi : v;
+      }
+      return;
+    default: break;
+  }
+  fail(op_name(op), "no integer kernel");
+}
+
+template <class T>
+Tensor unary_typed(UnaryOp op, const Tensor& x, double a, double b) {
+  using C = compute_t<T>;
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  T* out_data = static_cast<T*>(out.data_ptr());
+  const T* in_data = static_cast<const T*>(x.data_ptr());
+  auto loop = collapse_tensors(out, x);
+  const int64_t sx = loop.inner_stride(1);
+  parallel_runs(loop, kElementwiseGrain, [&](const std::array<int64_t, 2>& at, int64_t n) {
+    T* y = out_data + at[0];  // the output is contiguous: unit stride
+    const T* xs = in_data + at[1];
+    if constexpr (std::is_integral_v<T>) {
+      const T lo = op == UnaryOp::clamp ? int_bound<T>(a, true) : T(0);
+      const T hi = op == UnaryOp::clamp ? int_bound<T>(b, false) : T(0);
+      if (sx == 1) {
+        int_unary<T>(op, xs, y, n, lo, hi);
+        return;
+      }
+      T tile[kTile];
+      for (int64_t t = 0; t < n; t += kTile) {
+        int64_t m = std::min(kTile, n - t);
+        for (int64_t k = 0; k < m; ++k) tile[k] = xs[(t + k) * sx];
+        int_unary<T>(op, tile, y + t, m, lo, hi);
+      }
+    } else {
+      if constexpr (std::is_same_v<T, C>) {
+        if (sx == 1) {
+          float_unary<C>(op, xs, y, n, C(a), C(b));
+          return;
+        }
+      }
+      alignas(64) C in_tile[kTile];
+      alignas(64) C out_tile[kTile];
+      for (int64_t t = 0; t < n; t += kTile) {
+        int64_t m = std::min(kTile, n - t);
+        for (int64_t k = 0; k < m; ++k) in_tile[k] = convert<C>(xs[(t + k) * sx]);
+        float_unary<C>(op, in_tile, out_tile, m, C(a), C(b));
+        for (int64_t k = 0; k < m; ++k) y[t + k] = convert<T>(out_tile[k]);
+      }
+    }
+  });
+  return out;
+}
+
+// logical_not: true where x is zero (NaN counts as nonzero), for any dtype.
+template <class T>
+Tensor unary_logical_not(const Tensor& x) {
+  Tensor out = Tensor::empty(x.shape(), DType::boolean);
+  bool* out_data = static_cast<bool*>(out.data_ptr());
+  const T* in_data = static_cast<const T*>(x.data_ptr());
+  auto loop = collapse_tensors(out, x);
+  const int64_t sx = loop.inner_stride(1);
+  parallel_runs(loop, kElementwiseGrain, [&](const std::array<int64_t, 2>& at, int64_t n) {
+    bool* y = out_data + at[0];
+    const T* xs = in_data + at[1];
+    if (sx == 1) for (int64_t i = 0; i < n; ++i) y[i] = convert<compute_t<T>>(xs[i]) == compute_t<T>(0);
+    else for (int64_t i = 0; i < n; ++i) y[i] = convert<compute_t<T>>(xs[i * sx]) == compute_t<T>(0);
+  });
+  return out;
+}
+
+// ---- binary ----
+
+template <class C>
+bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>) return v != v;
+  else return false;
+}
+
+// Calls body(f) with f the scalar function of `op` on compute-type values (C for arithmetic,
+// bool for comparisons and logical ops).
+template <class C, class Body>
+void with_binary_fn(BinaryOp op, Body&& body) {
+  constexpr bool integer = std::is_integral_v<C> && !std::is_same_v<C, bool>;
+  using U = std::conditional_t<integer, std::make_unsigned_t<std::conditional_t<integer, C, int>>, C>;
+  // Integers wrap on overflow (the most negative value divided by -1 included; the caller has
+  // ruled out division by zero); NaN propagates through maximum and minimum.
+  switch (op) {
+    case BinaryOp::add: return body([](C x, C y) { return C(U(x) + U(y)); });
+    case BinaryOp::sub: return body([](C x, C y) { return C(U(x) - U(y)); });
+    case BinaryOp::mul: return body([](C x, C y) { return C(U(x) * U(y)); });
+    case BinaryOp::div:
+      if constexpr (integer) return body([](C x, C y) { return y == C(-1) ? C(U(0) - U(x)) : C(x / y); });
+      else return body([](C x, C y) { return C(x / y); });
+    case BinaryOp::maximum: return body([](C x, C y) { return (is_nan(x) || x > y) ? x : y; });
+    case BinaryOp::minimum: return body([](C x, C y) { return (is_nan(x) || x < y) ? x : y; });
+    case BinaryOp::eq: return body([](C x, C y) { return x == y; });
+    case BinaryOp::ne: return body([](C x, C y) { return x != y; });
+    case BinaryOp::lt: return body([](C x, C y) { return x < y; });
+    case BinaryOp::le: return body([](C x, C y) { return x <= y; });
+    case BinaryOp::gt: return body([](C x, C y) { return x > y; });
+    case BinaryOp::ge: return body([](C x, C y) { return x >= y; });
+    case BinaryOp::logical_and: return body([](C x, C y) { return bool((x != C(0)) & (y != C(0))); });
+    case BinaryOp::logical_or: return body([](C x, C y) { return bool((x != C(0)) | (y != C(0))); });
+  }
+  fail(op_name(op), "unknown binary op ", int(op));
+}
+
+template <class T>
+Tensor binary_typed(BinaryOp op, const Tensor& a, const Tensor& b) {
+  using C = compute_t<T>;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // Integer division truncates toward zero; a zero divisor is an error, not a crash.
+    if (op == BinaryOp::div) {
+      Tensor zero = cpu_backend().unary(UnaryOp::logical_not, b, 0, 0);
+      const bool* z = static_cast<const bool*>(zero.data_ptr());
+      for (int64_t i = 0; i < zero.numel(); ++i)
+        if (z[i]) fail("div", "integer division by zero");
+    }
+  }
+  const DType out_dtype = is_comparison(op) ? DType::boolean : a.dtype();
+  Tensor out = Tensor::empty(a.shape(), out_dtype);
+  const T* a_data = static_cast<const T*>(a.data_ptr());
+  const T* b_data = static_cast<const T*>(b.data_ptr());
+  auto loop = collapse_tensors(out, a, b);
+  const int64_t sa = loop.inner_stride(1), sb = loop.inner_stride(2);
+  with_binary_fn<C>(op, [&](auto f) {
+    using R = std::conditional_t<std::is_same_v<decltype(f(C(), C())), bool>, bool, T>;
+    R* out_data = static_cast<R*>(out.data_ptr());
+    parallel_runs(loop, kElementwiseGrain, [&](const std::array<int64_t, 3>& at, int64_t n) {
+      R* y = out_data + at[0];
+      const T* xa = a_data + at[1];
+      const T* xb = b_data + at[2];
+      // Strides 1 and 0 as compile-time constants give the compiler plain vector loops.
+      auto run = [&](auto stride_a, auto stride_b) {
+        for (int64_t i = 0; i < n; ++i)
+          y[i] = convert<R>(f(convert<C>(xa[i * stride_a]), convert<C>(xb[i * stride_b])));
+      };
+      if (sa == 1 && sb == 1) run(Stride<1>(), Stride<1>());
+      else if (sa == 1 && sb == 0) run(Stride<1>(), Stride<0>());
+      else if (sa == 0 && sb == 1) run(Stride<0>(), Stride<1>());
+      else run(sa, sb);
+    });
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor CpuBackend::unary(UnaryOp op, const Tensor& x, double a, double b) {
+  const DType t = x.dtype();
+  if (op == UnaryOp::logical_not)
+    return dispatch_dtype(t, [&](auto tag) { return unary_logical_not<decltype(tag)>(x); });
+  if (!is_floating(t) && !int_friendly(op)) fail(op_name(op), "expects a floating dtype, got ", t);
+  if (t == DType::boolean) fail(op_name(op), "expects a numeric dtype, got bool");
+  switch (t) {
+    case DType::f64: return unary_typed<double>(op, x, a, b);
+    case DType::f32: return unary_typed<float>(op, x, a, b);
+    case DType::bf16: return unary_typed<bf16>(op, x, a, b);
+    case DType::i32: return unary_typed<int32_t>(op, x, a, b);
+    case DType::i64: return unary_typed<int64_t>(op, x, a, b);
+    case DType::boolean: break;
+  }
+  fail(op_name(op), "unsupported dtype ", t);
+}
+
+Tensor CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape())
+    fail(op_name(op), "operands of shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
+         " are not broadcast to one shape");
+  if (a.dtype() != b.dtype()) fail(op_name(op), "dtypes ", a.dtype(), " and ", b.dtype(), " differ");
+  if (a.dtype() == DType::boolean && op <= BinaryOp::div)
+    fail(op_name(op), "expects a numeric dtype, got bool");
+  return dispatch_dtype(a.dtype(), [&](auto tag) { return binary_typed<decltype(tag)>(op, a, b); });
+}
+
+Tensor CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  if (cond.dtype() != DType::boolean) fail("where", "condition must be bool, got ", cond.dtype());
+  if (cond.shape() != a.shape() || a.shape() != b.shape())
+    fail("where", "shapes ", to_string(cond.shape()), ", ", to_string(a.shape()), " and ", to_string(b.shape()),
+         " are not broadcast to one shape");
+  if (a.dtype() != b.dtype()) fail("where", "dtypes ", a.dtype(), " and ", b.dtype(), " differ");
+  return dispatch_dtype(a.dtype(), [&](auto tag) {
+    // The select works on the bit patterns (an unsigned integer of T's size) and reads the
+    // condition as bytes: gcc vectorizes neither a load of bool nor a select of bf16.
+    using T = typename SameSizeBits<sizeof(decltype(tag))>::type;
+    Tensor out = Tensor::empty(a.shape(), a.dtype());
+    T* out_data = static_cast<T*>(out.data_ptr());
+    const uint8_t* c_data = static_cast<const uint8_t*>(cond.data_ptr());
+    const T* a_data = static_cast<const T*>(a.data_ptr());
+    const T* b_data = static_cast<const T*>(b.data_ptr());
+    auto loop = collapse_tensors(out, cond, a, b);
+    const int64_t sc = loop.inner_stride(1), sa = loop.inner_stride(2), sb = loop.inner_stride(3);
+    parallel_runs(loop, kElementwiseGrain, [&](const std::array<int64_t, 4>& at, int64_t n) {
+      T* y = out_data + at[0];
+      const uint8_t* c = c_data + at[1];
+      const T* xa = a_data + at[2];
+      const T* xb = b_data + at[3];
+      auto run = [&](auto stride_c, auto stride_a, auto stride_b) {
+        for (int64_t i = 0; i < n; ++i) {
+          const T mask = T(T(0) - T(c[i * stride_c] != 0));  // all ones where cond holds
+          y[i] = T((xa[i * stride_a] & mask) | (xb[i * stride_b] & T(~mask)));
+        }
+      };
+      if (sc == 1 && sa == 1 && sb == 1) run(Stride<1>(), Stride<1>(), Stride<1>());
+      else if (sc == 1 && sa == 1 && sb == 0) run(Stride<1>(), Stride<1>(), Stride<0>());
+      else if (sc == 1 && sa == 0 && sb == 1) run(Stride<1>(), Stride<0>(), Stride<1>());
+      else run(sc, sa, sb);
+    });
+    return out;
+  });
+}
+
+}  // namespace cotan::cpu

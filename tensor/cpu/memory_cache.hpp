@@ -1,0 +1,20 @@
+// The CPU allocator's cache of large blocks. Blocks of at least kCachedBlockBytes are kept, keyed
+// by their size, when their tensor dies, and handed out again to the next request of that size:
+// a training step allocates the same sizes every step, and reusing warm pages avoids the kernel
+// zeroing and faulting fresh ones. At most kCacheCapBytes stay cached; beyond that blocks are
+// freed.
+#pragma once
+
+#include <cstddef>
+
+namespace cotan::cpu {
+
+constexpr size_t kCachedBlockBytes = size_t(1) << 20;
+constexpr size_t kCacheCapBytes = size_t(2) << 30;
+
+// Frees every cached block (blocks in use are not affected).
+void release_cached_memory();
+// Bytes held in the cache, not in use by any tensor.
+size_t cached_memory_bytes();
+
+}  // namespace cotan::cpu
