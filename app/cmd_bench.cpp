@@ -1,1 +1,47 @@
+// `cotan bench <name> [args]`: picks a benchmark and hands it the remaining arguments.
+#include <iostream>
+#include <string_view>
+
 #include "app/commands.hpp"
+#include "tensor/error.hpp"
+
+namespace cotan::app {
+namespace {
+
+struct Benchmark {
+  std::string_view name;
+  int (*run)(const Args&);
+  std::string_view summary;
+};
+
+constexpr Benchmark benchmarks[] = {
+    {"matmul", bench_matmul, "GEMM throughput by shape and dtype"},
+    {"ops", bench_ops, "elementwise, reduction and indexing kernels"},
+};
+
+void print_help(std::ostream& out) {
+  out << "usage: cotan bench <benchmark> [args]\n"
+         "\n"
+         "benchmarks:\n";
+  for (const Benchmark& b : benchmarks) {
+    out << "  " << b.name << std::string(10 - b.name.size(), ' ') << b.summary << "\n";
+  }
+  out << "\n'cotan bench <benchmark> --help' lists its options.\n";
+}
+
+}  // namespace
+
+int cmd_bench(const Args& args) {
+  if (args.empty()) fail("bench", "which benchmark? expected one of: matmul, ops (see cotan bench --help)");
+  const std::string_view name = args.front();
+  if (name == "--help" || name == "-h" || name == "help") {
+    print_help(std::cout);
+    return 0;
+  }
+  for (const Benchmark& b : benchmarks) {
+    if (b.name == name) return b.run(Args(args.begin() + 1, args.end()));
+  }
+  fail("bench", "unknown benchmark '", name, "' (expected one of: matmul, ops)");
+}
+
+}  // namespace cotan::app

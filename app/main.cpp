@@ -1,1 +1,79 @@
-int main() { return 0; }
+// `cotan <command> [args]`: dispatches to the commands in app/commands.hpp. Every error ends up
+// here and is printed as one line, "cotan: <message>", with exit status 1; a command line that
+// names no known command exits with 2.
+#include <boost/program_options/errors.hpp>
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <string_view>
+
+#include "app/commands.hpp"
+#include "cotan_config.h"
+#include "tensor/error.hpp"
+
+namespace {
+
+using cotan::app::Args;
+
+struct Command {
+  std::string_view name;
+  int (*run)(const Args&);
+  std::string_view summary;
+};
+
+constexpr Command commands[] = {
+    {"info", cotan::app::cmd_info, "build configuration, libraries, CPU threads and CUDA devices"},
+    {"gradcheck", cotan::app::cmd_gradcheck, "numerical gradient checks of the engine's ops"},
+    {"bench", cotan::app::cmd_bench, "benchmarks: bench matmul, bench ops"},
+};
+
+void print_help(std::ostream& out) {
+  out << "usage: cotan <command> [args]\n"
+         "\n"
+         "commands:\n";
+  for (const Command& c : commands) {
+    out << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary << "\n";
+  }
+  out << "  help        this message (also --help, -h)\n"
+         "  --version   print the version\n"
+         "\n"
+         "'cotan <command> --help' lists the options of a command.\n";
+}
+
+int run(int argc, char** argv) {
+  if (argc < 2) {
+    print_help(std::cerr);
+    return 2;
+  }
+  const std::string_view name = argv[1];
+  if (name == "help" || name == "--help" || name == "-h") {
+    print_help(std::cout);
+    return 0;
+  }
+  if (name == "--version" || name == "version") {
+    std::cout << "cotan " << COTAN_VERSION << "\n";
+    return 0;
+  }
+  for (const Command& c : commands) {
+    if (c.name == name) return c.run(Args(argv + 2, argv + argc));
+  }
+  std::cerr << "cotan: unknown command '" << name << "' (try cotan --help)\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const cotan::Error& e) {
+    std::cerr << "cotan: " << e.what() << "\n";
+  } catch (const boost::program_options::error& e) {
+    std::cerr << "cotan: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "cotan: " << e.what() << "\n";
+  } catch (...) {
+    std::cerr << "cotan: unknown error\n";
+  }
+  return 1;
+}

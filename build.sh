@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Builds cotan into build/: installs the missing Debian packages, configures with meson (release)
+# on the first run, then compiles with ninja. Extra arguments go to meson, for example
+#   ./build.sh -Dcuda=disabled -Dnative=false
+# A run with nothing to do takes about a second.
+set -euo pipefail
+
+cd "$(dirname "$(readlink -f "$0")")"
+BUILD_DIR=build
+
+say() { printf '[build.sh] %s\n' "$*"; }
+
+# ---- packages ----
+packages=(meson ninja-build g++ pkg-config libeigen3-dev libtbb-dev doctest-dev
+          libboost-program-options-dev libboost-context-dev fortunes)
+missing=()
+while read -r name status; do
+  [[ "$status" == installed ]] || missing+=("$name")
+done < <(for p in "${packages[@]}"; do
+           printf '%s %s\n' "$p" "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
+         done)
+if ((${#missing[@]})); then
+  say "installing ${missing[*]}"
+  sudo=()
+  if ((EUID != 0)); then
+    command -v sudo >/dev/null || { say "error: need root (or sudo) to install ${missing[*]}" >&2; exit 1; }
+    sudo=(sudo)
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# ---- CUDA: meson looks for nvcc on PATH at setup time ----
+if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+fi
+
+# ---- configure ----
+# build/.build-args remembers the arguments of the last configuration, so that repeating them
+# does not make meson regenerate the build files.
+args_file="$BUILD_DIR/.build-args"
+if [[ ! -f "$BUILD_DIR/meson-private/coredata.dat" ]]; then
+  say "configuring $BUILD_DIR/ $*"
+  release=(--buildtype=release)
+  [[ "$*" == *buildtype* ]] && release=()
+  meson setup "$BUILD_DIR" "${release[@]}" "$@"
+  printf '%s\n' "$*" > "$args_file"
+elif (($#)) && [[ "$*" != "$(cat "$args_file" 2>/dev/null)" ]]; then
+  say "reconfiguring $BUILD_DIR/ $*"
+  meson configure "$BUILD_DIR" "$@"
+  printf '%s\n' "$*" > "$args_file"
+fi
+
+# ---- compile ----
+say "compiling"
+ninja -C "$BUILD_DIR"
+say "done: $BUILD_DIR/cotan"
