@@ -12,7 +12,7 @@ using namespace cotan;
 namespace {
 
 std::vector<double> iota_values(int64_t n) {
-  std::vector<double> v(size_t(n));
+  std::vector<double> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), 0.0);
   return v;
 }

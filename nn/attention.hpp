@@ -1,0 +1,55 @@
+// The attention core of every kind (DESIGN.md section 1.1), after the projections and RoPE.
+//
+//   q        [B, H, T, d]
+//   k, v     [B, Hkv, T, d]        H % Hkv == 0; query head h reads kv head h / (H / Hkv)
+//   alpha    [B, H, T]             affine kinds: phi(z), differentiable; undefined otherwise
+//   alpha_ma [H]                   affine kinds: the running average (a constant: no gradient)
+//   sigma    [H]                   sink: the learnable sink logit per head; undefined otherwise
+// returns O [B, H, T, d]: S for softmax and sink, alpha S + beta U for affine, with
+//   beta_i = (alpha_ma - alpha_i) / N_i and U_i = sum of the visible v_j.
+// The gate of the gated kinds is applied by the layer, outside this core.
+//
+// attention_fused runs the hand-written tiled kernels (no T x T buffer; forward saves S and the
+// logsumexp L for the backward); attention_composed builds the same function from primitive ops
+// and materializes the T x T weights: it is the fused kernel's oracle.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "tensor/tensor.hpp"
+
+namespace cotan::nn {
+
+enum class AffineN { visible, full };
+
+struct AttentionCore {
+  Tensor q, k, v;
+  Tensor alpha;     // affine only
+  Tensor alpha_ma;  // affine only
+  Tensor sigma;     // sink only
+  bool causal = true;
+  AffineN affine_n = AffineN::visible;
+};
+
+Tensor attention_composed(const AttentionCore& in);
+Tensor attention_fused(const AttentionCore& in);
+
+// The statistics of DESIGN.md 1.3 for one layer, from the effective weights A (P for softmax,
+// P without the sink mass for sink, alpha P + beta on visible keys for affine). Averages are over
+// batch rows and heads unless said otherwise.
+struct AttentionStats {
+  double first_token_weight = 0;  // mean over b, h, i >= 1 of A_i0
+  double entropy = 0;             // mean over b, h, i of the entropy of max(A, 0) / sum max(A, 0)
+  double mean_logit = 0;          // mean over visible (i, j) of s_ij
+  Tensor head_mass;               // [H] f64: mean over b, i of sum_j A_ij
+  Tensor weight_sums;             // [B, T] f64: sum_j A_ij averaged over heads, per query
+};
+
+// Runs the forward pass without gradients and returns the statistics (q, k, v ... as above).
+AttentionStats attention_stats(const AttentionCore& in);
+
+// Checks the shapes and dtypes of `in` and throws "[attention] ..." naming the offending tensor.
+void check_attention_core(const AttentionCore& in, std::string_view op);
+
+}  // namespace cotan::nn

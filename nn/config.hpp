@@ -1,0 +1,87 @@
+// Model configurations: HF config.json fields plus cotan's attention options, and the presets of
+// DESIGN.md section 2.
+//
+// JSON (HF names are read as HF writes them; cotan adds an "attention" object):
+//   {"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "num_hidden_layers": 16,
+//    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
+//    "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 32.0, ...},
+//    "rms_norm_eps": 1e-05, "tie_word_embeddings": true, "attention_bias": false,
+//    "attention": {"kind": "affine", "phi": "linear_clip", "rho": 0.9, "affine_n": "visible"}}
+// model_type "qwen2" implies q/k/v biases (as in HF Qwen2); "attention_bias" sets them for llama.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/attention.hpp"
+#include "nn/json.hpp"
+#include "tensor/shape.hpp"
+
+namespace cotan::nn {
+
+enum class AttentionKind { softmax, sink, affine, gated, affine_gated };
+enum class AlphaFn { linear_clip, sigmoid };
+enum class AttentionImpl { fused, composed };
+
+std::string_view name_of(AttentionKind kind);
+std::string_view name_of(AlphaFn phi);
+std::string_view name_of(AffineN n);
+// Parsers throw "[config] unknown attention kind 'x' (known: softmax, sink, affine, gated, affine_gated)".
+AttentionKind parse_attention_kind(std::string_view text);
+AlphaFn parse_alpha_fn(std::string_view text);
+AffineN parse_affine_n(std::string_view text);
+
+inline bool is_affine(AttentionKind k) { return k == AttentionKind::affine || k == AttentionKind::affine_gated; }
+inline bool is_gated(AttentionKind k) { return k == AttentionKind::gated || k == AttentionKind::affine_gated; }
+
+struct AttentionConfig {
+  AttentionKind kind = AttentionKind::softmax;
+  AlphaFn phi = AlphaFn::linear_clip;
+  double rho = 0.9;  // alpha_ma <- rho alpha_ma + (1 - rho) mean(alpha)
+  AffineN affine_n = AffineN::visible;
+  AttentionImpl impl = AttentionImpl::fused;
+};
+
+struct RopeScaling {
+  std::string type = "none";  // "none" or "llama3"
+  double factor = 1.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  int64_t original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  std::string model_type = "llama";  // "llama" or "qwen2"
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t intermediate_size = 0;
+  int64_t head_dim = 0;  // 0: hidden_size / num_heads
+  int64_t max_position_embeddings = 2048;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  double rms_norm_eps = 1e-6;
+  bool tie_word_embeddings = false;
+  bool qkv_bias = false;
+  double init_std = 0.02;  // normal init of every matrix; norms start at 1, biases and sinks at 0
+  AttentionConfig attention;
+
+  int64_t dim_per_head() const { return head_dim ? head_dim : hidden_size / num_heads; }
+  // Throws "[config] <source>: num_attention_heads 12 is not a multiple of num_key_value_heads 5".
+  void validate(std::string_view source) const;
+  Json to_json() const;
+  // Reads HF config.json fields; missing required fields are named in the error with `source`.
+  static ModelConfig from_json(const Json& json, std::string_view source);
+};
+
+std::vector<std::string> preset_names();
+// Throws "[config] unknown preset 'x' (known: tiny-teacher, ...)".
+ModelConfig preset(std::string_view name);
+// A preset name, a config.json file, or a directory holding config.json.
+ModelConfig load_config(const std::string& name_or_path);
+
+}  // namespace cotan::nn

@@ -1,0 +1,166 @@
+#include "nn/layers.hpp"
+
+#include <cmath>
+#include <numbers>
+
+#include "autograd/autograd.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::nn {
+
+void Linear::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
+  s.push_back({join(prefix, "weight"), {out, in}, Init::normal, true});
+  if (bias) s.push_back({join(prefix, "bias"), {out}, Init::zeros, false});
+}
+
+Tensor Linear::apply(const Tensor& x, const ParamView& ps) const {
+  Tensor y = matmul(x, transpose(ps["weight"]));
+  return bias ? y + ps["bias"] : y;
+}
+
+void Embedding::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
+  s.push_back({join(prefix, "weight"), {vocab, dim}, Init::normal, true});
+}
+
+Tensor Embedding::apply(const Tensor& ids, const ParamView& ps) const { return embedding(ps["weight"], ids); }
+
+void RMSNorm::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
+  s.push_back({join(prefix, "weight"), {dim}, Init::ones, false});
+}
+
+Tensor RMSNorm::apply(const Tensor& x, const ParamView& ps) const {
+  DType compute = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor h = cast(x, compute);
+  h = h * rsqrt(mean(square(h), {-1}, true) + eps);
+  return ps["weight"] * cast(h, x.dtype());
+}
+
+std::vector<double> Rope::inverse_frequencies() const {
+  std::vector<double> inv(size_t(head_dim / 2));
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = 1.0 / std::pow(theta, double(2 * i) / double(head_dim));
+  if (scaling.type != "llama3") return inv;
+  // HF _compute_llama3_parameters: long wavelengths are slowed by `factor`, short ones kept,
+  // the band between them interpolated.
+  double old_len = double(scaling.original_max_position_embeddings);
+  double low_wavelen = old_len / scaling.low_freq_factor, high_wavelen = old_len / scaling.high_freq_factor;
+  for (double& f : inv) {
+    double wavelen = 2 * std::numbers::pi / f;
+    if (wavelen > low_wavelen) {
+      f /= scaling.factor;
+    } else if (wavelen >= high_wavelen) {
+      double smooth = (old_len / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+      f = (1 - smooth) * f / scaling.factor + smooth * f;
+    }
+  }
+  return inv;
+}
+
+std::pair<Tensor, Tensor> Rope::tables(int64_t t, DType dtype, Device device) const {
+  auto inv = inverse_frequencies();
+  int64_t half = head_dim / 2;
+  std::vector<double> c(size_t(t * head_dim)), s(size_t(t * head_dim));
+  for (int64_t p = 0; p < t; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      double angle = double(p) * inv[size_t(i)];
+      // emb = cat(freqs, freqs): both halves use the same angle.
+      c[size_t(p * head_dim + i)] = c[size_t(p * head_dim + i + half)] = std::cos(angle);
+      s[size_t(p * head_dim + i)] = s[size_t(p * head_dim + i + half)] = std::sin(angle);
+    }
+  return {cast(from_vector(c, {t, head_dim}, device), dtype), cast(from_vector(s, {t, head_dim}, device), dtype)};
+}
+
+Tensor Rope::apply(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  int64_t d = x.size(-1), half = d / 2;
+  // rotate_half(x) = cat(-x2, x1)
+  Tensor rotated = concat({neg(slice(x, -1, half, d)), slice(x, -1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+void SwiGLU::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
+  Linear{dim, hidden}.specs(s, join(prefix, "gate_proj"));
+  Linear{dim, hidden}.specs(s, join(prefix, "up_proj"));
+  Linear{hidden, dim}.specs(s, join(prefix, "down_proj"));
+}
+
+Tensor SwiGLU::apply(const Tensor& x, const ParamView& ps) const {
+  Tensor g = Linear{dim, hidden}.apply(x, ps.sub("gate_proj"));
+  Tensor u = Linear{dim, hidden}.apply(x, ps.sub("up_proj"));
+  return Linear{hidden, dim}.apply(silu(g) * u, ps.sub("down_proj"));
+}
+
+void Attention::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
+  Linear{dim, heads * head_dim, qkv_bias}.specs(s, join(prefix, "q_proj"));
+  Linear{dim, kv_heads * head_dim, qkv_bias}.specs(s, join(prefix, "k_proj"));
+  Linear{dim, kv_heads * head_dim, qkv_bias}.specs(s, join(prefix, "v_proj"));
+  Linear{heads * head_dim, dim}.specs(s, join(prefix, "o_proj"));
+  if (is_affine(options.kind)) Linear{dim, heads}.specs(s, join(prefix, "alpha_proj"));
+  if (options.kind == AttentionKind::sink) s.push_back({join(prefix, "sinks"), {heads}, Init::zeros, false});
+  if (is_gated(options.kind)) Linear{dim, heads * head_dim}.specs(s, join(prefix, "gate_proj"));
+}
+
+void Attention::buffers(State& st, const std::string& prefix, DType dtype) const {
+  if (is_affine(options.kind)) st.buffers[join(prefix, "alpha_ma")] = zeros({heads}, dtype);
+}
+
+Tensor Attention::apply(const Tensor& x, const ParamView& ps, State& st, const std::string& prefix,
+                        LayerAnalysis* analysis) const {
+  int64_t b = x.size(0), t = x.size(1);
+  auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, t, h, head_dim}), {0, 2, 1, 3}); };
+  Tensor q = heads_first(Linear{dim, heads * head_dim, qkv_bias}.apply(x, ps.sub("q_proj")), heads);
+  Tensor k = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("k_proj")), kv_heads);
+  Tensor v = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("v_proj")), kv_heads);
+  auto [cos, sin] = rope.tables(t, x.dtype(), x.device());
+
+  AttentionCore core;
+  core.q = contiguous(Rope::apply(q, cos, sin));
+  core.k = contiguous(Rope::apply(k, cos, sin));
+  core.v = contiguous(v);
+  core.causal = true;
+  core.affine_n = options.affine_n;
+  if (is_affine(options.kind)) {
+    Tensor z = Linear{dim, heads}.apply(x, ps.sub("alpha_proj"));  // [B, T, H]
+    Tensor alpha = options.phi == AlphaFn::linear_clip ? clamp(z * 0.1 + 0.5, 0.0, 1.0) : sigmoid(z);
+    core.alpha = contiguous(permute(alpha, {0, 2, 1}));  // [B, H, T]
+    std::string key = join(prefix, "alpha_ma");
+    auto it = st.buffers.find(key);
+    if (it == st.buffers.end()) fail("attention", "state has no buffer '", key, "'");
+    Tensor ma = it->second;
+    if (st.training) {
+      // Updated first, then used for this pass; no gradient flows into the running average.
+      ma = ma * options.rho + mean(core.alpha.detach(), {0, 2}) * (1.0 - options.rho);
+      it->second = ma.detach();
+    }
+    core.alpha_ma = ma.detach();
+  }
+  if (options.kind == AttentionKind::sink) core.sigma = ps["sinks"];
+  if (analysis) {
+    NoGrad no_grad;
+    analysis->attention = attention_stats(core);
+    if (core.alpha.defined()) {
+      Tensor a = cast(core.alpha.detach(), DType::f64);
+      analysis->alpha_mean = mean(a, {0, 2});
+      analysis->alpha_std = sqrt(var(a, {0, 2}));
+    }
+  }
+
+  Tensor o = options.impl == AttentionImpl::fused ? attention_fused(core) : attention_composed(core);
+  o = reshape(permute(o, {0, 2, 1, 3}), {b, t, heads * head_dim});
+  if (is_gated(options.kind)) o = o * sigmoid(Linear{dim, heads * head_dim}.apply(x, ps.sub("gate_proj")));
+  return Linear{heads * head_dim, dim}.apply(o, ps.sub("o_proj"));
+}
+
+void DecoderBlock::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
+  input_norm.specs(s, join(prefix, "input_layernorm"));
+  attention.specs(s, join(prefix, "self_attn"));
+  post_norm.specs(s, join(prefix, "post_attention_layernorm"));
+  mlp.specs(s, join(prefix, "mlp"));
+}
+
+Tensor DecoderBlock::apply(const Tensor& x, const ParamView& ps, State& st, const std::string& prefix,
+                           LayerAnalysis* analysis) const {
+  Tensor h = x + attention.apply(input_norm.apply(x, ps.sub("input_layernorm")), ps.sub("self_attn"), st,
+                                 join(prefix, "self_attn"), analysis);
+  return h + mlp.apply(post_norm.apply(h, ps.sub("post_attention_layernorm")), ps.sub("mlp"));
+}
+
+}  // namespace cotan::nn

@@ -1,0 +1,103 @@
+#include "nn/model.hpp"
+
+#include "autograd/autograd.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::nn {
+
+namespace {
+std::string layer_prefix(size_t i) { return "model.layers." + std::to_string(i); }
+}  // namespace
+
+CausalLM::CausalLM(ModelConfig config, bool checkpoint_layers)
+    : config_(std::move(config)), checkpoint_layers_(checkpoint_layers) {
+  config_.validate("model");
+  const ModelConfig& c = config_;
+  embed_ = Embedding{c.vocab_size, c.hidden_size};
+  norm_ = RMSNorm{c.hidden_size, c.rms_norm_eps};
+  Rope rope{c.dim_per_head(), c.rope_theta, c.rope_scaling};
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    DecoderBlock block;
+    block.input_norm = block.post_norm = RMSNorm{c.hidden_size, c.rms_norm_eps};
+    block.attention = Attention{c.hidden_size, c.num_heads, c.num_kv_heads, c.dim_per_head(), c.qkv_bias, c.attention, rope};
+    block.mlp = SwiGLU{c.hidden_size, c.intermediate_size};
+    blocks_.push_back(block);
+  }
+  embed_.specs(specs_, "model.embed_tokens");
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i].specs(specs_, layer_prefix(i));
+  norm_.specs(specs_, "model.norm");
+  if (!c.tie_word_embeddings) Linear{c.hidden_size, c.vocab_size}.specs(specs_, "lm_head");
+}
+
+std::pair<Params, State> CausalLM::init(Generator& gen, DType dtype) const {
+  return {init_params(specs_, gen, dtype, config_.init_std), init_state(dtype)};
+}
+
+State CausalLM::init_state(DType dtype) const {
+  State st;
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i].attention.buffers(st, layer_prefix(i) + ".self_attn", dtype);
+  return st;
+}
+
+const Tensor& CausalLM::head_weight(const Params& ps) const {
+  ParamView view(ps);
+  return config_.tie_word_embeddings ? view["model.embed_tokens.weight"] : view["lm_head.weight"];
+}
+
+Tensor CausalLM::run(const Tensor& ids, const Params& ps, State& st, std::vector<LayerAnalysis>* analysis) const {
+  if (ids.dim() != 2) fail("model", "token ids must be [batch, seq], got shape ", to_string(ids.shape()));
+  if (!is_integral(ids.dtype())) fail("model", "token ids must be i32 or i64, got ", ids.dtype());
+  ParamView view(ps);
+  Tensor x = embed_.apply(ids, view.sub("model.embed_tokens"));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const DecoderBlock& block = blocks_[i];
+    std::string prefix = layer_prefix(i);
+    LayerAnalysis* layer = analysis ? &analysis->emplace_back() : nullptr;
+    if (!checkpoint_layers_ || analysis) {
+      x = block.apply(x, view.sub(prefix), st, prefix, layer);
+      continue;
+    }
+    // Only this block's own parameters enter the checkpoint, so the recomputation sees the same
+    // values; its State comes from the first run only.
+    std::vector<std::string> names;
+    std::vector<Tensor> inputs{x};
+    for (const auto& [name, t] : ps)
+      if (name.starts_with(prefix + ".")) names.push_back(name), inputs.push_back(t);
+    // The recomputation runs after this function returns: capture by value.
+    auto first_state = std::make_shared<State>();
+    x = checkpoint(
+        [block, names, prefix, before = st, first_state](const std::vector<Tensor>& in) {
+          Params local;
+          for (size_t k = 0; k < names.size(); ++k) local.emplace(names[k], in[k + 1]);
+          State local_state = before;
+          Tensor y = block.apply(in[0], ParamView(local).sub(prefix), local_state, prefix);
+          if (!recomputing()) *first_state = std::move(local_state);
+          return y;
+        },
+        inputs);
+    st = *first_state;
+  }
+  return norm_.apply(x, view.sub("model.norm"));
+}
+
+std::pair<Tensor, State> CausalLM::hidden(const Tensor& ids, const Params& ps, const State& st) const {
+  State next = st;
+  Tensor h = run(ids, ps, next, nullptr);
+  return {h, next};
+}
+
+std::pair<Tensor, State> CausalLM::apply(const Tensor& ids, const Params& ps, const State& st) const {
+  auto [h, next] = hidden(ids, ps, st);
+  return {matmul(h, transpose(head_weight(ps))), next};
+}
+
+std::vector<LayerAnalysis> CausalLM::analyze(const Tensor& ids, const Params& ps, const State& st) const {
+  NoGrad no_grad;
+  State eval = st;
+  eval.training = false;
+  std::vector<LayerAnalysis> out;
+  run(ids, ps, eval, &out);
+  return out;
+}
+
+}  // namespace cotan::nn

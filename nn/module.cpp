@@ -1,0 +1,69 @@
+#include "nn/module.hpp"
+
+#include <algorithm>
+
+#include "autograd/autograd.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::nn {
+
+const Tensor& ParamView::operator[](std::string_view name) const {
+  auto it = ps_->find(full(name));
+  if (it == ps_->end()) fail("params", "missing parameter '", full(name), "'");
+  return it->second;
+}
+
+Params init_params(const std::vector<ParamSpec>& specs, Generator& gen, DType dtype, double std) {
+  Params ps;
+  for (const ParamSpec& s : specs) {
+    Tensor t;
+    switch (s.init) {
+      case Init::normal: t = randn(s.shape, gen, dtype) * std; break;
+      case Init::ones: t = ones(s.shape, dtype); break;
+      case Init::zeros: t = zeros(s.shape, dtype); break;
+    }
+    if (!ps.emplace(s.name, t).second) fail("params", "parameter '", s.name, "' is declared twice");
+  }
+  return ps;
+}
+
+int64_t count_params(const std::vector<ParamSpec>& specs) {
+  int64_t n = 0;
+  for (const ParamSpec& s : specs) n += numel(s.shape);
+  return n;
+}
+
+void check_params(const std::vector<ParamSpec>& specs, const Params& ps, std::string_view source) {
+  for (const ParamSpec& s : specs) {
+    auto it = ps.find(s.name);
+    if (it == ps.end()) fail("params", source, ": missing tensor '", s.name, "'");
+    if (it->second.shape() != s.shape)
+      fail("params", source, ": tensor '", s.name, "' has shape ", to_string(it->second.shape()),
+           " but the config needs ", to_string(s.shape));
+  }
+  if (ps.size() != specs.size())
+    for (const auto& [name, t] : ps)
+      if (std::none_of(specs.begin(), specs.end(), [&](const ParamSpec& s) { return s.name == name; }))
+        fail("params", source, ": unexpected tensor '", name, "' for this config");
+}
+
+std::pair<Tensor, Params> value_and_grad(const std::function<Tensor(const Params&)>& f, const Params& ps) {
+  std::vector<std::string> names;
+  std::vector<Tensor> inputs;
+  for (const auto& [name, t] : ps) {
+    names.push_back(name);
+    inputs.push_back(t);
+  }
+  auto [value, grads] = cotan::value_and_grad(
+      [&](const std::vector<Tensor>& tracked) {
+        Params view;
+        for (size_t i = 0; i < names.size(); ++i) view.emplace(names[i], tracked[i]);
+        return f(view);
+      },
+      inputs);
+  Params out;
+  for (size_t i = 0; i < names.size(); ++i) out.emplace(names[i], grads[i]);
+  return {value, out};
+}
+
+}  // namespace cotan::nn

@@ -1,0 +1,68 @@
+// Params and State, Lux-style: a layer is a plain description built from a config; its
+// parameters live outside it in Params (a flat map from dotted HF names to tensors) and its
+// buffers in State. apply(x, ps, st) returns the output and the new State; nothing is updated
+// in place, so a frozen teacher stays frozen by construction and a recomputed forward pass
+// (checkpoint) cannot update a buffer twice: its State is simply dropped.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/random.hpp"
+#include "tensor/tensor.hpp"
+
+namespace cotan::nn {
+
+using Params = std::map<std::string, Tensor>;
+
+struct State {
+  std::map<std::string, Tensor> buffers;  // e.g. "model.layers.3.self_attn.alpha_ma"
+  bool training = false;                  // training passes update buffers; evaluation freezes them
+};
+
+enum class Init { normal, ones, zeros };
+
+// One parameter a layer declares: its full name, shape, how it starts, and whether weight decay
+// applies to it (not to norms, biases or sink logits).
+struct ParamSpec {
+  std::string name;
+  Shape shape;
+  Init init = Init::normal;
+  bool decay = true;
+};
+
+// Read access to the parameters under a prefix: view.sub("q_proj")["weight"] reads
+// "<prefix>.q_proj.weight". A missing name throws "[params] missing parameter '<full name>'".
+class ParamView {
+ public:
+  explicit ParamView(const Params& ps, std::string prefix = "") : ps_(&ps), prefix_(std::move(prefix)) {}
+  const Tensor& operator[](std::string_view name) const;
+  bool contains(std::string_view name) const { return ps_->count(full(name)) > 0; }
+  ParamView sub(std::string_view name) const { return ParamView(*ps_, full(name)); }
+  std::string full(std::string_view name) const {
+    return prefix_.empty() ? std::string(name) : prefix_ + "." + std::string(name);
+  }
+
+ private:
+  const Params* ps_;
+  std::string prefix_;
+};
+
+inline std::string join(std::string_view prefix, std::string_view name) {
+  return prefix.empty() ? std::string(name) : std::string(prefix) + "." + std::string(name);
+}
+
+// Creates the declared parameters in declaration order: normal(0, std) draws from `gen`.
+Params init_params(const std::vector<ParamSpec>& specs, Generator& gen, DType dtype, double std);
+int64_t count_params(const std::vector<ParamSpec>& specs);
+
+// Checks that `ps` has exactly the declared names and shapes; errors name the tensor and `source`.
+void check_params(const std::vector<ParamSpec>& specs, const Params& ps, std::string_view source);
+
+// Tracks every parameter and returns f's value and its gradient per parameter (same names).
+std::pair<Tensor, Params> value_and_grad(const std::function<Tensor(const Params&)>& f, const Params& ps);
+
+}  // namespace cotan::nn

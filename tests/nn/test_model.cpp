@@ -1,0 +1,249 @@
+// Layers and whole models: parameter counts, RoPE and RMSNorm semantics, causality, the
+// alpha_ma schedule, checkpointing and end-to-end gradient checks for every attention kind.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "autograd/gradcheck.hpp"
+#include "nn/model.hpp"
+#include "tensor/ops.hpp"
+
+using namespace cotan;
+using namespace cotan::nn;
+
+namespace {
+
+const AttentionKind kAllKinds[] = {AttentionKind::softmax, AttentionKind::sink, AttentionKind::affine,
+                                   AttentionKind::gated, AttentionKind::affine_gated};
+
+ModelConfig micro(AttentionKind kind) {
+  ModelConfig c;
+  c.vocab_size = 11;
+  c.hidden_size = 8;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.intermediate_size = 12;
+  c.rms_norm_eps = 1e-6;
+  c.init_std = 0.3;  // large enough that every path matters in the gradient checks
+  c.attention.kind = kind;
+  return c;
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  Tensor logp = log_softmax(logits, -1);
+  return -mean(gather(logp, -1, unsqueeze(targets, -1)));
+}
+
+Tensor random_ids(Shape shape, int64_t vocab, uint64_t seed) {
+  Generator gen(seed);
+  return randint(shape, 0, vocab, gen);
+}
+
+}  // namespace
+
+TEST_CASE("parameter counts reproduce the paper's overheads") {
+  auto overhead = [](const char* name, AttentionKind kind) {
+    ModelConfig base = preset(name), with = preset(name);
+    with.attention.kind = kind;
+    return CausalLM(with).num_params() - CausalLM(base).num_params();
+  };
+  CHECK(overhead("qwen1.5-0.5b", AttentionKind::affine) == 393216);
+  CHECK(overhead("llama3.2-1b", AttentionKind::affine) == 1048576);
+  CHECK(overhead("llama3.2-3b", AttentionKind::affine) == 2064384);
+  CHECK(overhead("llama3.2-1b", AttentionKind::gated) == 67108864);
+  CHECK(overhead("llama3.2-3b", AttentionKind::gated) == 264241152);
+  CHECK(overhead("llama3.2-1b", AttentionKind::affine_gated) == 67108864 + 1048576);
+  CHECK(overhead("llama3.2-3b", AttentionKind::affine_gated) == 264241152 + 2064384);
+  CHECK(overhead("llama3.2-1b", AttentionKind::sink) == 32 * 16);
+  // Known totals: Llama-3.2-1B has 1,235,814,400 parameters (tied), Qwen1.5-0.5B 463,987,712.
+  CHECK(CausalLM(preset("llama3.2-1b")).num_params() == 1235814400);
+  CHECK(CausalLM(preset("qwen1.5-0.5b")).num_params() == 463987712);
+}
+
+TEST_CASE("RoPE preserves norms and depends only on relative position") {
+  Rope rope{8, 10000.0, {}};
+  auto [cos, sin] = rope.tables(16, DType::f64, Device::cpu());
+  Generator gen(3);
+  Tensor q = randn({1, 1, 1, 8}, gen, DType::f64), k = randn({1, 1, 1, 8}, gen, DType::f64);
+  auto at = [&](const Tensor& x, int64_t pos) {
+    return Rope::apply(x, slice(cos, 0, pos, pos + 1), slice(sin, 0, pos, pos + 1));
+  };
+  CHECK(sum(square(at(q, 5))).item<double>() == doctest::Approx(sum(square(q)).item<double>()).epsilon(1e-12));
+  double d1 = sum(at(q, 7) * at(k, 3)).item<double>();
+  double d2 = sum(at(q, 12) * at(k, 8)).item<double>();
+  CHECK(d1 == doctest::Approx(d2).epsilon(1e-12));
+  // Position 0 is the identity.
+  CHECK(max(abs(at(q, 0) - q)).item<double>() < 1e-15);
+}
+
+TEST_CASE("llama3 frequency scaling keeps short wavelengths and slows long ones by the factor") {
+  RopeScaling s{"llama3", 32.0, 1.0, 4.0, 8192};
+  Rope plain{64, 5e5, {}}, scaled{64, 5e5, s};
+  auto a = plain.inverse_frequencies(), b = scaled.inverse_frequencies();
+  for (size_t i = 0; i < a.size(); ++i) {
+    double wavelen = 2 * M_PI / a[i];
+    if (wavelen < 8192.0 / 4) CHECK(b[i] == a[i]);
+    else if (wavelen > 8192.0) CHECK(b[i] == doctest::Approx(a[i] / 32).epsilon(1e-14));
+    else CHECK((b[i] < a[i] && b[i] > a[i] / 32));
+  }
+}
+
+TEST_CASE("RMSNorm matches its definition") {
+  Generator gen(5);
+  Tensor x = randn({3, 6}, gen, DType::f64), w = randn({6}, gen, DType::f64);
+  Params ps{{"norm.weight", w}};
+  Tensor y = RMSNorm{6, 1e-5}.apply(x, ParamView(ps).sub("norm"));
+  auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), yv = y.to_vector<double>();
+  for (int r = 0; r < 3; ++r) {
+    double ms = 0;
+    for (int c = 0; c < 6; ++c) ms += xv[size_t(r * 6 + c)] * xv[size_t(r * 6 + c)] / 6;
+    for (int c = 0; c < 6; ++c)
+      CHECK(yv[size_t(r * 6 + c)] == doctest::Approx(wv[size_t(c)] * xv[size_t(r * 6 + c)] / std::sqrt(ms + 1e-5)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("every kind is causal: the last token changes no earlier logit") {
+  for (AttentionKind kind : kAllKinds) {
+    CAPTURE(name_of(kind));
+    CausalLM model(micro(kind));
+    Generator gen(7);
+    auto [ps, st] = model.init(gen, DType::f64);
+    Tensor ids = random_ids({2, 9}, 11, 1);
+    auto other = ids.to_vector<int64_t>();
+    other[8] = (other[8] + 3) % 11;
+    other[17] = (other[17] + 5) % 11;
+    Tensor changed = from_vector(other, {2, 9});
+    Tensor a = model.apply(ids, ps, st).first, b = model.apply(changed, ps, st).first;
+    CHECK(max(abs(slice(a, 1, 0, 8) - slice(b, 1, 0, 8))).item<double>() == 0.0);
+    CHECK(max(abs(slice(a, 1, 8, 9) - slice(b, 1, 8, 9))).item<double>() > 1e-6);
+  }
+}
+
+TEST_CASE("alpha_ma starts at 0, is updated first in training passes and frozen in evaluation") {
+  ModelConfig c = micro(AttentionKind::affine);
+  CausalLM model(c);
+  Generator gen(9);
+  auto [ps, st] = model.init(gen, DType::f64);
+  // With W_alpha = 0, z = 0 and alpha = linear_clip(0) = 0.5 everywhere.
+  for (auto& [name, t] : ps)
+    if (name.ends_with("alpha_proj.weight")) t = zeros_like(t);
+  const std::string key = "model.layers.1.self_attn.alpha_ma";
+  CHECK(st.buffers.at(key).to_vector<double>() == std::vector<double>{0.0, 0.0});
+  Tensor ids = random_ids({2, 5}, 11, 2);
+  State eval_out = model.apply(ids, ps, st).second;
+  CHECK(eval_out.buffers.at(key).to_vector<double>() == std::vector<double>{0.0, 0.0});
+  st.training = true;
+  State s1 = model.apply(ids, ps, st).second;
+  for (double v : s1.buffers.at(key).to_vector<double>()) CHECK(v == doctest::Approx(0.05).epsilon(1e-15));
+  State s2 = model.apply(ids, ps, s1).second;
+  for (double v : s2.buffers.at(key).to_vector<double>()) CHECK(v == doctest::Approx(0.095).epsilon(1e-15));
+  // The input state is never changed in place.
+  CHECK(st.buffers.at(key).to_vector<double>() == std::vector<double>{0.0, 0.0});
+}
+
+TEST_CASE("the training update averages alpha over batch rows and positions") {
+  CausalLM model(micro(AttentionKind::affine));
+  Generator gen(10);
+  auto [ps, st] = model.init(gen, DType::f64);
+  Tensor ids = random_ids({3, 6}, 11, 4);
+  auto layers = model.analyze(ids, ps, st);  // alpha is the same in an evaluation pass
+  st.training = true;
+  State s1 = model.apply(ids, ps, st).second;
+  // Layer 0 sees the same input in both passes (later layers see the effect of the update).
+  auto expected = layers[0].alpha_mean.to_vector<double>();
+  auto got = s1.buffers.at("model.layers.0.self_attn.alpha_ma").to_vector<double>();
+  for (size_t h = 0; h < 2; ++h) {
+    CHECK(expected[h] > 0.05);
+    CHECK(got[h] == doctest::Approx(0.1 * expected[h]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("checkpointed layers give the same loss, gradients and a single alpha_ma update") {
+  ModelConfig c = micro(AttentionKind::affine_gated);
+  CausalLM plain(c), ck(c, true);
+  Generator gen(11);
+  auto [ps, st] = plain.init(gen, DType::f64);
+  st.training = true;
+  Tensor ids = random_ids({2, 7}, 11, 5), targets = random_ids({2, 7}, 11, 6);
+  State after_plain, after_ck;
+  auto [l1, g1] = value_and_grad([&](const Params& p) {
+    auto [logits, s] = plain.apply(ids, p, st);
+    after_plain = s;
+    return cross_entropy(logits, targets);
+  }, ps);
+  auto [l2, g2] = value_and_grad([&](const Params& p) {
+    auto [logits, s] = ck.apply(ids, p, st);
+    after_ck = s;
+    return cross_entropy(logits, targets);
+  }, ps);
+  CHECK(l1.item<double>() == l2.item<double>());
+  for (const auto& [name, g] : g1) {
+    CAPTURE(name);
+    CHECK(max(abs(g - g2.at(name))).item<double>() == 0.0);
+  }
+  for (const auto& [name, t] : after_plain.buffers)
+    CHECK(t.to_vector<double>() == after_ck.buffers.at(name).to_vector<double>());
+}
+
+TEST_CASE("end-to-end gradient check of a tiny CausalLM for every kind (loss to every parameter)") {
+  for (AttentionKind kind : kAllKinds) {
+    for (bool tied : {false, true}) {
+      CAPTURE(name_of(kind));
+      CAPTURE(tied);
+      ModelConfig c = micro(kind);
+      c.tie_word_embeddings = tied;
+      c.qkv_bias = !tied;
+      CausalLM model(c);
+      Generator gen(13);
+      auto [ps, st] = model.init(gen, DType::f64);
+      for (auto& [name, t] : ps)  // biases and sinks start at 0: move them off it
+        if (name.ends_with("bias") || name.ends_with("sinks")) t = randn(t.shape(), gen, DType::f64) * 0.5;
+      Tensor ids = random_ids({2, 5}, 11, 8), targets = random_ids({2, 5}, 11, 9);
+      // A training pass moves alpha_ma off 0; the check runs in evaluation mode, since in a
+      // training pass alpha_ma depends on the parameters but by definition carries no gradient.
+      st.training = true;
+      st = model.apply(ids, ps, st).second;
+      st.training = false;
+      std::vector<std::string> names;
+      std::vector<Tensor> inputs;
+      for (const auto& [name, t] : ps) names.push_back(name), inputs.push_back(t);
+      auto result = gradcheck([&](const std::vector<Tensor>& in) {
+        Params p;
+        for (size_t i = 0; i < names.size(); ++i) p.emplace(names[i], in[i]);
+        return cross_entropy(model.apply(ids, p, st).first, targets);
+      }, inputs);
+      INFO(result.describe());
+      CHECK(result.pass);
+      CHECK(result.max_rel_err < 1e-6);
+    }
+  }
+}
+
+TEST_CASE("configs: JSON round trip, HF fields, presets and clear errors") {
+  ModelConfig c = preset("llama3.2-1b");
+  c.attention.kind = AttentionKind::affine;
+  c.attention.phi = AlphaFn::sigmoid;
+  ModelConfig back = ModelConfig::from_json(Json::parse(c.to_json().dump()), "test");
+  CHECK(back.to_json() == c.to_json());
+  CHECK(back.rope_scaling.type == "llama3");
+  CHECK(back.tie_word_embeddings);
+  Json qwen = Json::parse(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 16,
+      "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "rope_scaling": null})");
+  ModelConfig q = ModelConfig::from_json(qwen, "qwen.json");
+  CHECK(q.qkv_bias);
+  CHECK(q.num_kv_heads == 2);
+  CHECK_THROWS_WITH_AS(preset("gpt-5"),
+                       "[config] unknown preset 'gpt-5' (known: tiny-teacher, tiny-student, qwen1.5-0.5b, "
+                       "qwen1.5-1.8b, llama3.2-1b, llama3.2-3b, llama3.1-8b)",
+                       Error);
+  CHECK_THROWS_WITH_AS(parse_attention_kind("flash"),
+                       "[config] unknown attention kind 'flash' (known: softmax, sink, affine, gated, affine_gated)",
+                       Error);
+  Json missing = Json::parse(R"({"vocab_size": 100})");
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(missing, "cfg.json"), "[config] cfg.json: missing field 'hidden_size'", Error);
+  Json bad_heads = qwen;
+  bad_heads["num_key_value_heads"] = 3;
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(bad_heads, "cfg.json"),
+                       "[config] cfg.json: num_attention_heads 2 is not a multiple of num_key_value_heads 3", Error);
+}
