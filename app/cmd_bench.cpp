@@ -17,7 +17,15 @@ struct Benchmark {
 constexpr Benchmark benchmarks[] = {
     {"matmul", bench_matmul, "GEMM throughput by shape and dtype"},
     {"ops", bench_ops, "elementwise, reduction and indexing kernels"},
+    {"attention", bench_attention, "fused and composed attention, every kind, forward + backward"},
+    {"kd-loss", bench_kd_loss, "fused and composed distillation losses: time and peak memory"},
 };
+
+std::string names() {
+  std::string out;
+  for (const Benchmark& b : benchmarks) out += (out.empty() ? "" : ", ") + std::string(b.name);
+  return out;
+}
 
 void print_help(std::ostream& out) {
   out << "usage: cotan bench <benchmark> [args]\n"
@@ -32,7 +40,7 @@ void print_help(std::ostream& out) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  if (args.empty()) fail("bench", "which benchmark? expected one of: matmul, ops (see cotan bench --help)");
+  if (args.empty()) fail("bench", "which benchmark? expected one of: ", names(), " (see cotan bench --help)");
   const std::string_view name = args.front();
   if (name == "--help" || name == "-h" || name == "help") {
     print_help(std::cout);
@@ -41,7 +49,7 @@ int cmd_bench(const Args& args) {
   for (const Benchmark& b : benchmarks) {
     if (b.name == name) return b.run(Args(args.begin() + 1, args.end()));
   }
-  fail("bench", "unknown benchmark '", name, "' (expected one of: matmul, ops)");
+  fail("bench", "unknown benchmark '", name, "' (expected one of: ", names(), ")");
 }
 
 }  // namespace cotan::app

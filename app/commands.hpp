@@ -12,8 +12,12 @@ using Args = std::vector<std::string>;
 
 int cmd_info(const Args& args);       // cotan info
 int cmd_gradcheck(const Args& args);  // cotan gradcheck [--json]
-int cmd_bench(const Args& args);      // cotan bench <matmul|ops> ...: dispatches to the bench_* below
+int cmd_params(const Args& args);     // cotan params --config NAME --attention KIND [--json]
+int cmd_tokenize(const Args& args);   // cotan tokenize INPUT... --out DIR
+int cmd_bench(const Args& args);      // cotan bench <name> ...: dispatches to the bench_* below
 int bench_matmul(const Args& args);   // cotan bench matmul [--json] [--torch]
-int bench_ops(const Args& args);      // cotan bench ops [--json] [--torch]
+int bench_ops(const Args& args);      // cotan bench ops [--json]
+int bench_attention(const Args& args);  // cotan bench attention [--json]
+int bench_kd_loss(const Args& args);    // cotan bench kd-loss [--json]
 
 }  // namespace cotan::app

@@ -1,0 +1,48 @@
+// cotan params: parameter counts of a config and the overhead of its attention kind.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "app/commands.hpp"
+#include "nn/config.hpp"
+#include "nn/json.hpp"
+#include "nn/model.hpp"
+
+namespace po = boost::program_options;
+
+namespace cotan::app {
+
+int cmd_params(const Args& args) {
+  std::string config_name = "tiny-student", kind = "softmax";
+  po::options_description opts("cotan params [options]");
+  opts.add_options()("help,h", "show this help")(
+      "config", po::value(&config_name)->default_value(config_name), "preset name, config.json or model directory")(
+      "attention", po::value(&kind)->default_value(kind), "softmax | sink | affine | gated | affine_gated")(
+      "json", "print JSON");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  nn::ModelConfig base = nn::load_config(config_name);
+  base.attention.kind = nn::AttentionKind::softmax;
+  nn::ModelConfig with = base;
+  with.attention.kind = nn::parse_attention_kind(kind);
+  int64_t total = nn::CausalLM(with).num_params(), softmax = nn::CausalLM(base).num_params();
+  if (vm.count("json")) {
+    Json j = Json::object();
+    j["config"] = config_name;
+    j["attention"] = kind;
+    j["total"] = total;
+    j["softmax_total"] = softmax;
+    j["overhead"] = total - softmax;
+    std::cout << j.dump() << "\n";
+  } else {
+    std::cout << "config     " << config_name << "\nattention  " << kind << "\ntotal      " << total
+              << "\nsoftmax    " << softmax << "\noverhead   " << total - softmax << "\n";
+  }
+  return 0;
+}
+
+}  // namespace cotan::app

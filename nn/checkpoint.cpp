@@ -1,0 +1,71 @@
+#include "nn/checkpoint.hpp"
+
+#include <filesystem>
+
+#include "nn/model.hpp"
+#include "nn/safetensors.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::nn {
+
+namespace fs = std::filesystem;
+
+LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optional<AttentionConfig>& attention) {
+  if (!fs::is_directory(dir)) fail("checkpoint", dir, ": not a directory");
+  fs::path config_path = fs::path(dir) / "config.json";
+  if (!fs::is_regular_file(config_path)) fail("checkpoint", dir, ": no config.json");
+  LoadedModel out;
+  out.config = ModelConfig::from_json(read_json_file(config_path.string()), config_path.string());
+  if (attention) out.config.attention = *attention;
+
+  fs::path index = fs::path(dir) / "model.safetensors.index.json", single = fs::path(dir) / "model.safetensors";
+  if (!fs::exists(index) && !fs::exists(single)) fail("checkpoint", dir, ": no model.safetensors or model.safetensors.index.json");
+  SafetensorsCheckpoint weights(fs::exists(index) ? index.string() : single.string());
+  std::string source = fs::exists(index) ? index.string() : single.string();
+
+  CausalLM model(out.config);
+  for (const ParamSpec& spec : model.param_specs()) {
+    if (!weights.contains(spec.name))
+      fail("checkpoint", source, ": missing tensor '", spec.name, "' (", tensor_names_hint(weights.names()), ")");
+    const SafetensorsEntry& info = weights.info(spec.name);
+    if (info.shape != spec.shape)
+      fail("checkpoint", weights.file_of(spec.name).path(), ": tensor '", spec.name, "' has shape ",
+           to_string(info.shape), " but the config needs ", to_string(spec.shape));
+    Tensor t = weights.load(spec.name);
+    if (!is_floating(t.dtype()))
+      fail("checkpoint", weights.file_of(spec.name).path(), ": tensor '", spec.name, "' has dtype ", t.dtype(),
+           ", expected a floating dtype");
+    out.params.emplace(spec.name, contiguous(cast(t, dtype)));
+  }
+  // HF tied checkpoints sometimes still carry lm_head.weight: it must equal the embedding then.
+  for (const std::string& name : weights.names()) {
+    if (out.params.count(name)) continue;
+    if (name == "lm_head.weight" && out.config.tie_word_embeddings) continue;
+    if (name.ends_with("rotary_emb.inv_freq")) continue;  // a buffer older HF versions saved
+    fail("checkpoint", weights.file_of(name).path(), ": unexpected tensor '", name, "' for a ",
+         name_of(out.config.attention.kind), " model of this config");
+  }
+  return out;
+}
+
+void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, uint64_t max_shard_bytes) {
+  CausalLM model(config);
+  check_params(model.param_specs(), params, dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail("checkpoint", dir, ": cannot create directory: ", ec.message());
+  std::map<std::string, Tensor> tensors(params.begin(), params.end());
+  uint64_t total = 0;
+  for (const auto& [name, t] : tensors) total += t.nbytes();
+  std::map<std::string, std::string> metadata{{"format", "pt"}};
+  if (total <= max_shard_bytes) {
+    save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, metadata);
+    fs::remove(fs::path(dir) / "model.safetensors.index.json", ec);
+  } else {
+    save_sharded(dir, tensors, max_shard_bytes, metadata);
+  }
+  std::string json = config.to_json().dump(2) + "\n";
+  write_file_atomically((fs::path(dir) / "config.json").string(), {json}, "checkpoint");
+}
+
+}  // namespace cotan::nn

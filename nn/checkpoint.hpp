@@ -1,0 +1,35 @@
+// HF model directories: config.json plus model.safetensors (or a sharded checkpoint with
+// model.safetensors.index.json). A student saved here loads into HF transformers apart from the
+// extra tensors of the non-softmax kinds, which use these names under model.layers.N.self_attn:
+//   alpha_proj.weight [H, D]   (affine, affine_gated)
+//   sinks [H]                  (sink)
+//   gate_proj.weight [H d, D]  (gated, affine_gated)
+// Tied models carry no lm_head.weight. The alpha_ma buffers (State) are saved with the training
+// checkpoint, not in the model directory.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "nn/config.hpp"
+#include "nn/module.hpp"
+
+namespace cotan::nn {
+
+struct LoadedModel {
+  ModelConfig config;
+  Params params;
+};
+
+// Reads config.json (attention options from `attention` when given, else from the file, else
+// softmax) and every tensor the config needs, cast to `dtype`. Missing, extra or misshapen
+// tensors are errors naming the file and the tensor.
+LoadedModel load_model_dir(const std::string& dir, DType dtype = DType::f32,
+                           const std::optional<AttentionConfig>& attention = std::nullopt);
+
+// Writes config.json and the weights (one file up to max_shard_bytes, shards beyond), each
+// atomically. Params are checked against the config first.
+void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params,
+                    uint64_t max_shard_bytes = uint64_t(4) << 30);
+
+}  // namespace cotan::nn
