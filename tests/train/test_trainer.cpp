@@ -1,0 +1,165 @@
+// The training loop: determinism, bit-for-bit resume, NaN handling and bad input.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "train/trainer.hpp"
+
+using namespace cotan;
+using namespace cotan::train;
+namespace fs = std::filesystem;
+
+namespace {
+
+nn::ModelConfig micro(nn::AttentionKind kind, int64_t vocab = kByteVocab) {
+  nn::ModelConfig c;
+  c.vocab_size = vocab;
+  c.hidden_size = 16;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.intermediate_size = 24;
+  c.attention.kind = kind;
+  return c;
+}
+
+TokenData corpus() {
+  std::vector<std::string> docs;
+  for (int i = 0; i < 40; ++i) docs.push_back("document " + std::to_string(i * 7919 % 1000) + ": the quick brown fox jumps.");
+  DocumentSplit split = split_train_val(docs, 0.1, 1);
+  return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val))};
+}
+
+TrainConfig config(const std::string& dir, int64_t steps) {
+  TrainConfig c;
+  c.run_dir = (fs::temp_directory_path() / dir).string();
+  c.steps = steps;
+  c.batch_size = 2;
+  c.grad_accum = 2;
+  c.seq_len = 16;
+  c.seed = 3;
+  c.schedule.lr = 3e-3;
+  c.schedule.warmup_steps = 5;
+  c.eval_every = 10;
+  c.eval_batches = 2;
+  c.log_every = 0;
+  return c;
+}
+
+// The metrics file without its timing field.
+std::string deterministic_metrics(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "metrics.jsonl");
+  std::string line, out;
+  while (std::getline(in, line)) {
+    Json row = Json::parse(line);
+    Json kept = Json::object();
+    for (const auto& [key, value] : row.as_object())
+      if (key != "tokens_per_s") kept[key] = value;
+    out += kept.dump() + "\n";
+  }
+  return out;
+}
+
+struct Pair {
+  nn::CausalLM teacher{micro(nn::AttentionKind::softmax)};
+  nn::Params teacher_params;
+  nn::State teacher_state;
+  Pair() {
+    Generator gen(99);
+    std::tie(teacher_params, teacher_state) = teacher.init(gen);
+  }
+  Teacher view() const { return {&teacher, &teacher_params, &teacher_state}; }
+};
+
+}  // namespace
+
+TEST_CASE("the same seed gives identical metrics; 20 + 20 resumed steps equal 40 steps") {
+  Pair pair;
+  nn::CausalLM student(micro(nn::AttentionKind::affine));
+  TokenData data = corpus();
+  auto run = [&](const TrainConfig& c, bool resume) {
+    Generator gen(5);
+    auto [ps, st] = student.init(gen);
+    return fit(student, ps, st, pair.view(), data, c, resume);
+  };
+  TrainConfig full = config("cotan_train_full", 40);
+  TrainResult a = run(full, false);
+  TrainConfig again = config("cotan_train_again", 40);
+  TrainResult b = run(again, false);
+  CHECK(deterministic_metrics(full.run_dir) == deterministic_metrics(again.run_dir));
+  REQUIRE(a.steps.size() == 40);
+
+  TrainConfig first = config("cotan_train_resume", 40);
+  first.stop_after = 20;
+  run(first, false);
+  TrainConfig second = config("cotan_train_resume", 40);
+  TrainResult resumed = run(second, true);
+  REQUIRE(resumed.steps.size() == 20);
+  for (size_t i = 0; i < 20; ++i) {
+    CHECK(resumed.steps[i].loss == a.steps[20 + i].loss);
+    CHECK(resumed.steps[i].grad_norm == a.steps[20 + i].grad_norm);
+  }
+  CHECK(a.steps.back().loss < a.steps.front().loss);
+  for (const auto& [name, t] : a.params)
+    CHECK(t.to_vector<float>() == resumed.params.at(name).to_vector<float>());
+  CHECK(deterministic_metrics(full.run_dir) == deterministic_metrics(second.run_dir));
+}
+
+TEST_CASE("resuming under another config is refused") {
+  Pair pair;
+  TokenData data = corpus();
+  nn::CausalLM student(micro(nn::AttentionKind::softmax)), other(micro(nn::AttentionKind::sink));
+  Generator gen(5);
+  auto [ps, st] = student.init(gen);
+  TrainConfig c = config("cotan_train_other", 3);
+  fit(student, ps, st, pair.view(), data, c, false);
+  auto [ps2, st2] = other.init(gen);
+  CHECK_THROWS_WITH_AS(fit(other, ps2, st2, pair.view(), data, c, true),
+                       doctest::Contains("the checkpoint was written for another model config"), Error);
+}
+
+TEST_CASE("a diverging run stops at the step with a NaN or Inf loss and keeps the last good checkpoint") {
+  Pair pair;
+  TokenData data = corpus();
+  nn::CausalLM student(micro(nn::AttentionKind::softmax));
+  Generator gen(5);
+  auto [ps, st] = student.init(gen);
+  TrainConfig c = config("cotan_train_nan", 30);
+  c.checkpoint_every = 2;
+  c.clip = 0;
+  c.schedule.lr = 1e30;
+  c.schedule.warmup_steps = 0;
+  std::string message;
+  try {
+    fit(student, ps, st, pair.view(), data, c, false);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CHECK(message.starts_with("[train] step "));
+  CHECK(message.find("last good checkpoint") != std::string::npos);
+}
+
+TEST_CASE("bad input: unwritable run directory, teacher vocabulary, seq_len longer than the data") {
+  Pair pair;
+  TokenData data = corpus();
+  nn::CausalLM student(micro(nn::AttentionKind::softmax));
+  Generator gen(5);
+  auto [ps, st] = student.init(gen);
+  TrainConfig c = config("cotan_train_bad", 2);
+  c.run_dir = "/proc/cotan-run";
+  CHECK_THROWS_WITH_AS(fit(student, ps, st, pair.view(), data, c, false),
+                       doctest::Contains("cannot create run directory /proc/cotan-run"), Error);
+  nn::CausalLM wide(micro(nn::AttentionKind::softmax, 300));
+  auto [wps, wst] = wide.init(gen);
+  Teacher t{&wide, &wps, &wst};
+  CHECK_THROWS_WITH_AS(fit(student, ps, st, t, data, config("cotan_train_vocab", 2), false),
+                       "[distill] teacher vocabulary 300 differs from the student's 257 (pass --slice-teacher-vocab to "
+                       "drop the teacher's extra rows)",
+                       Error);
+  TrainConfig longer = config("cotan_train_long", 2);
+  longer.seq_len = 100000;
+  CHECK_THROWS_WITH_AS(fit(student, ps, st, pair.view(), data, longer, false),
+                       doctest::Contains("seq_len 100000 needs at least 100001 tokens"), Error);
+}

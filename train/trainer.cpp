@@ -1,0 +1,328 @@
+#include "train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <unistd.h>
+
+#include "autograd/autograd.hpp"
+#include "nn/safetensors.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::train {
+
+namespace fs = std::filesystem;
+
+std::atomic<bool>& stop_requested() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+void install_interrupt_handler() {
+  std::signal(SIGINT, [](int) { stop_requested().store(true); });
+}
+
+namespace {
+
+Tensor teacher_logits(const Teacher& teacher, const Tensor& inputs) {
+  NoGrad no_grad;
+  nn::State st = teacher.state ? *teacher.state : teacher.model->init_state();
+  st.training = false;
+  return teacher.model->apply(inputs, *teacher.params, st).first;
+}
+
+Json train_fields(const TrainConfig& c, bool distill) {
+  Json j = Json::object();
+  j["mode"] = distill ? "distill" : "pretrain";
+  j["steps"] = c.steps;
+  j["batch_size"] = c.batch_size;
+  j["grad_accum"] = c.grad_accum;
+  j["seq_len"] = c.seq_len;
+  j["seed"] = c.seed;
+  j["clip"] = c.clip;
+  j["lr"] = c.schedule.lr;
+  j["warmup_steps"] = c.schedule.warmup_steps;
+  j["decay_fraction"] = c.schedule.decay_fraction;
+  j["decay"] = decay_name(c.schedule.decay);
+  j["weight_decay"] = c.adamw.weight_decay;
+  j["loss"] = kd_loss_spec(c.loss);
+  j["temperature"] = c.loss.temperature;
+  j["kd_ratio"] = c.loss.kd_ratio;
+  return j;
+}
+
+struct CheckpointContents {
+  int64_t step = 0;
+  LoaderState loader;
+  nn::Params params, optimizer;
+  nn::State state;
+};
+
+void write_checkpoint(const fs::path& run_dir, int64_t step, const nn::CausalLM& model, const nn::Params& ps,
+                      const nn::State& st, const AdamW& opt, const WindowLoader& loader, const Json& fields) {
+  fs::path tmp = run_dir / "checkpoint.tmp", final_dir = run_dir / "checkpoint", old = run_dir / "checkpoint.old";
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) fail("checkpoint", tmp.string(), ": cannot create: ", ec.message());
+  save_safetensors((tmp / "model.safetensors").string(), std::map<std::string, Tensor>(ps.begin(), ps.end()));
+  nn::Params moments = opt.state_tensors();
+  save_safetensors((tmp / "optimizer.safetensors").string(), std::map<std::string, Tensor>(moments.begin(), moments.end()));
+  save_safetensors((tmp / "state.safetensors").string(),
+                       std::map<std::string, Tensor>(st.buffers.begin(), st.buffers.end()));
+  Json meta = Json::object();
+  meta["step"] = step;
+  meta["optimizer_steps"] = opt.steps();
+  meta["loader"] = loader.state().to_json();
+  meta["model_config"] = model.config().to_json();
+  meta["train"] = fields;
+  std::string text = meta.dump(2) + "\n";
+  write_file_atomically((tmp / "trainer.json").string(), {text}, "checkpoint");
+  fs::remove_all(old, ec);
+  if (fs::exists(final_dir)) fs::rename(final_dir, old);
+  fs::rename(tmp, final_dir);
+  fs::remove_all(old, ec);
+}
+
+CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& model, const Json& fields, DType dtype) {
+  if (!fs::is_directory(dir)) fail("resume", dir.string(), ": no checkpoint to resume from");
+  Json meta = read_json_file((dir / "trainer.json").string());
+  if (!(meta.at("model_config") == model.config().to_json()))
+    fail("resume", dir.string(), ": the checkpoint was written for another model config (",
+         meta.at("model_config").dump(), ")");
+  // Everything but the step count must match for a bit-for-bit continuation.
+  Json saved = meta.at("train"), now = fields;
+  saved["steps"] = now["steps"] = 0;
+  if (!(saved == now))
+    fail("resume", dir.string(), ": the checkpoint was written with other training settings (", meta.at("train").dump(),
+         ")");
+  CheckpointContents c;
+  c.step = meta.at("step").as_int();
+  c.loader = LoaderState::from_json(meta.at("loader"));
+  for (auto& [name, t] : load_safetensors((dir / "model.safetensors").string())) c.params.emplace(name, cast(t, dtype));
+  nn::check_params(model.param_specs(), c.params, (dir / "model.safetensors").string());
+  for (auto& [name, t] : load_safetensors((dir / "optimizer.safetensors").string())) c.optimizer.emplace(name, t);
+  for (auto& [name, t] : load_safetensors((dir / "state.safetensors").string())) c.state.buffers.emplace(name, t);
+  c.step = meta.at("step").as_int();
+  if (meta.at("optimizer_steps").as_int() != c.step) fail("resume", dir.string(), ": optimizer and trainer steps differ");
+  return c;
+}
+
+// Keeps the metrics of steps before `step`, so a resumed run's file equals an uninterrupted one.
+void truncate_metrics(const fs::path& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string line, kept;
+  while (std::getline(in, line))
+    if (!line.empty() && Json::parse(line).at("step").as_int() < step) kept += line + "\n";
+  in.close();
+  write_file_atomically(path.string(), {kept}, "train");
+}
+
+Json alpha_stats(const nn::State& st) {
+  Json layers = Json::array();
+  for (const auto& [name, t] : st.buffers) {
+    if (!name.ends_with("alpha_ma")) continue;
+    auto v = t.to_vector<double>();
+    double m = 0, s = 0;
+    for (double x : v) m += x / double(v.size());
+    for (double x : v) s += (x - m) * (x - m) / double(v.size());
+    Json row = Json::object();
+    row["name"] = name;
+    row["mean"] = m;
+    row["std"] = std::sqrt(s);
+    layers.push_back(row);
+  }
+  return layers;
+}
+
+std::string format_duration(double seconds) {
+  int s = int(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%d:%02d", s / 60, s % 60);
+  return buf;
+}
+
+}  // namespace
+
+EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
+                    const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss) {
+  NoGrad no_grad;
+  nn::State st = state;
+  st.training = false;
+  EvalRecord r;
+  if (batches.empty()) return r;
+  for (const Batch& b : batches) {
+    Tensor logits = student.apply(b.inputs, params, st).first;
+    r.ce += cross_entropy(logits, b.targets).item<double>() / double(batches.size());
+    if (teacher.model) {
+      LossConfig kd = loss;
+      kd.kd_ratio = 1.0;
+      r.kd += distill_loss(logits, teacher_logits(teacher, b.inputs), b.targets, kd).kd.item<double>() /
+              double(batches.size());
+    }
+  }
+  r.ppl = std::exp(r.ce);
+  return r;
+}
+
+TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
+                  const TokenData& data, const TrainConfig& config, bool resume) {
+  if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
+  if (config.batch_size <= 0 || config.grad_accum <= 0) fail("train", "batch_size and grad_accum must be positive");
+  bool distill = teacher.model != nullptr;
+  if (distill && teacher.model->config().vocab_size != student.config().vocab_size && !config.loss.slice_teacher_vocab)
+    fail("distill", "teacher vocabulary ", teacher.model->config().vocab_size, " differs from the student's ",
+         student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
+  fs::path run_dir(config.run_dir);
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec || !fs::is_directory(run_dir)) fail("train", "cannot create run directory ", run_dir.string(), ": ", ec.message());
+  {
+    fs::path probe = run_dir / ".write-test";
+    std::ofstream out(probe);
+    if (!out) fail("train", "run directory ", run_dir.string(), " is not writable");
+    out.close();
+    fs::remove(probe, ec);
+  }
+
+  ScheduleConfig schedule = config.schedule;
+  schedule.total_steps = config.steps;
+  // Short runs shrink the warmup to what fits before the decay.
+  int64_t decay = std::llround(schedule.decay_fraction * double(schedule.total_steps));
+  schedule.warmup_steps = std::clamp<int64_t>(schedule.warmup_steps, 0, std::max<int64_t>(0, schedule.total_steps - decay));
+  validate(schedule);
+  AdamW opt(config.adamw, student.param_specs());
+  WindowLoader loader(data.train, config.seq_len, config.batch_size, config.seed);
+  std::vector<Batch> val = data.val.empty() ? std::vector<Batch>{}
+                                            : validation_batches(data.val, config.seq_len, config.batch_size, config.eval_batches);
+  Json fields = train_fields(config, distill);
+  DType dtype = params.begin()->second.dtype();
+
+  int64_t start = 0;
+  fs::path metrics_path = run_dir / "metrics.jsonl";
+  if (resume) {
+    CheckpointContents c = read_checkpoint(run_dir / "checkpoint", student, fields, dtype);
+    start = c.step;
+    params = std::move(c.params);
+    state.buffers = std::move(c.state.buffers);
+    opt.load_state(c.optimizer, c.step);
+    loader.restore(c.loader);
+    truncate_metrics(metrics_path, start);
+  } else {
+    std::ofstream truncate(metrics_path, std::ios::trunc);
+    if (!truncate) fail("train", metrics_path.string(), ": cannot write");
+  }
+  std::ofstream metrics(metrics_path, std::ios::app);
+  state.training = true;
+
+  TrainResult result;
+  bool bar = config.progress && isatty(fileno(stderr));
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t last_good = start;
+  int64_t end = config.stop_after > 0 ? std::min(config.steps, config.stop_after) : config.steps;
+  for (int64_t step = start; step < end; ++step) {
+    if (stop_requested().load()) {
+      write_checkpoint(run_dir, step, student, params, state, opt, loader, fields);
+      result.interrupted = true;
+      if (bar) std::cerr << "\n";
+      std::cerr << "interrupted at step " << step << ": checkpoint written to " << (run_dir / "checkpoint").string()
+                << "\n";
+      break;
+    }
+    auto ts = std::chrono::steady_clock::now();
+    nn::Params grads;
+    StepRecord rec;
+    rec.step = step;
+    for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
+      Batch batch = loader.next();
+      Tensor tl = distill ? teacher_logits(teacher, batch.inputs) : Tensor();
+      LossParts parts;
+      nn::State next;
+      auto [value, g] = nn::value_and_grad([&](const nn::Params& p) {
+        auto [logits, st2] = student.apply(batch.inputs, p, state);
+        next = st2;
+        if (distill) {
+          parts = distill_loss(logits, tl, batch.targets, config.loss);
+        } else {
+          parts.total = cross_entropy(logits, batch.targets);
+          parts.ce = parts.total.detach();
+        }
+        return parts.total;
+      }, params);
+      state = next;
+      double scale = 1.0 / double(config.grad_accum);
+      accumulate(grads, g, scale);
+      rec.loss += value.item<double>() * scale;
+      if (parts.kd.defined()) rec.kd += parts.kd.item<double>() * scale;
+      if (parts.ce.defined()) rec.ce += parts.ce.item<double>() * scale;
+      if (parts.teacher_entropy.defined()) rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
+    }
+    rec.grad_norm = config.clip > 0 ? clip_grad_norm(grads, config.clip) : global_norm(grads);
+    if (!std::isfinite(rec.loss) || !std::isfinite(rec.grad_norm)) {
+      if (bar) std::cerr << "\n";
+      fail("train", "step ", step, ": the ", std::isfinite(rec.loss) ? "gradient norm" : "loss", " is ",
+           std::isfinite(rec.loss) ? rec.grad_norm : rec.loss, " (last good checkpoint: ",
+           fs::exists(run_dir / "checkpoint") ? (run_dir / "checkpoint").string() + " at step " + std::to_string(last_good)
+                                               : std::string("none written yet"),
+           ")");
+    }
+    rec.lr = lr_at(schedule, step);
+    opt.step(params, grads, rec.lr);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
+    rec.tokens_per_s = double(config.batch_size * config.grad_accum * config.seq_len) / std::max(seconds, 1e-9);
+    result.steps.push_back(rec);
+
+    Json row = Json::object();
+    row["step"] = step;
+    row["lr"] = rec.lr;
+    row["loss"] = rec.loss;
+    row["kd"] = rec.kd;
+    row["ce"] = rec.ce;
+    row["teacher_entropy"] = rec.teacher_entropy;
+    row["grad_norm"] = rec.grad_norm;
+    row["alpha"] = alpha_stats(state);
+    bool last = step + 1 == config.steps;
+    if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
+      EvalRecord e = evaluate(student, params, state, teacher, val, config.loss);
+      e.step = step;
+      result.evals.push_back(e);
+      Json ev = Json::object();
+      ev["kd"] = e.kd;
+      ev["ce"] = e.ce;
+      ev["ppl"] = e.ppl;
+      row["eval"] = ev;
+    }
+    row["tokens_per_s"] = rec.tokens_per_s;
+    metrics << row.dump() << "\n" << std::flush;
+
+    if ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last || step + 1 == end) {
+      write_checkpoint(run_dir, step + 1, student, params, state, opt, loader, fields);
+      last_good = step + 1;
+    }
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    int64_t done = step + 1 - start, left = config.steps - step - 1;
+    double eta = elapsed / double(done) * double(left);
+    if (bar) {
+      int width = 30, filled = int(double(width) * double(step + 1) / double(config.steps));
+      std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f  %.0f tok/s  ETA %s ", std::string(size_t(filled), '#').c_str(),
+                   std::string(size_t(width - filled), '.').c_str(), (long long)(step + 1), (long long)config.steps,
+                   rec.loss, rec.tokens_per_s, format_duration(eta).c_str());
+      if (last) std::fprintf(stderr, "\n");
+    } else if (config.log_every > 0 && ((step + 1) % config.log_every == 0 || last)) {
+      std::fprintf(stderr, "step %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s\n",
+                   (long long)(step + 1), (long long)config.steps, rec.loss, rec.grad_norm, rec.lr, rec.tokens_per_s,
+                   format_duration(eta).c_str());
+    }
+  }
+  result.params = std::move(params);
+  result.state = std::move(state);
+  return result;
+}
+
+}  // namespace cotan::train

@@ -1,0 +1,88 @@
+// The training loop: `cotan pretrain` (cross-entropy, for teachers) and `cotan distill` (a frozen
+// teacher under no_grad, the student trained on the KD loss), with gradient accumulation, AdamW,
+// clipping, the warmup-stable-decay schedule, evaluation, metrics and checkpoints.
+//
+// Run directory:
+//   metrics.jsonl      one JSON object per step: step, lr, loss, kd, ce, teacher_entropy,
+//                      grad_norm (before clipping), tokens_per_s, alpha (mean and std per layer);
+//                      evaluation rows add "eval": {kd, ce, ppl}. Everything but tokens_per_s and
+//                      elapsed_s is a deterministic function of the seed.
+//   checkpoint/        model.safetensors, optimizer.safetensors, state.safetensors (alpha_ma)
+//                      and trainer.json (step, loader state, configs); written to checkpoint.tmp
+//                      and renamed into place, so a crash never leaves half a checkpoint.
+// Resuming from checkpoint/ continues bit for bit: the losses of 20 + 20 resumed steps equal
+// those of 40 uninterrupted steps.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/model.hpp"
+#include "train/data.hpp"
+#include "train/losses.hpp"
+#include "train/optim.hpp"
+
+namespace cotan::train {
+
+struct TrainConfig {
+  std::string run_dir;
+  int64_t steps = 100;      // the run's length: the schedule spans these steps
+  int64_t stop_after = 0;   // > 0: stop (with a checkpoint) after this many steps; resume later
+  int64_t batch_size = 8;   // sequences per micro-batch
+  int64_t grad_accum = 1;   // micro-batches per optimizer step
+  int64_t seq_len = 128;
+  uint64_t seed = 0;
+  double clip = 1.0;        // global-norm clipping; 0 disables
+  ScheduleConfig schedule;  // total_steps is set from `steps`
+  AdamWConfig adamw;
+  LossConfig loss;
+  int64_t eval_every = 50;  // 0: only at the end
+  int64_t eval_batches = 4;
+  int64_t checkpoint_every = 0;  // 0: only at the end
+  bool progress = false;         // a live progress bar (on a terminal) instead of plain log lines
+  int64_t log_every = 10;        // plain log lines every N steps
+  nn::AttentionImpl attention_impl = nn::AttentionImpl::fused;
+};
+
+struct Teacher {
+  const nn::CausalLM* model = nullptr;
+  const nn::Params* params = nullptr;
+  const nn::State* state = nullptr;  // run in evaluation mode: never updated
+};
+
+struct StepRecord {
+  int64_t step = 0;
+  double lr = 0, loss = 0, kd = 0, ce = 0, teacher_entropy = 0, grad_norm = 0, tokens_per_s = 0;
+};
+
+struct EvalRecord {
+  int64_t step = 0;
+  double kd = 0, ce = 0, ppl = 0;
+};
+
+struct TrainResult {
+  std::vector<StepRecord> steps;
+  std::vector<EvalRecord> evals;
+  nn::Params params;
+  nn::State state;
+  bool interrupted = false;
+};
+
+// Set by SIGINT: the loop writes a checkpoint and returns with `interrupted`.
+std::atomic<bool>& stop_requested();
+void install_interrupt_handler();
+
+// Trains `params` of `student` (pretraining when teacher.model is null). With resume = true the
+// run continues from run_dir/checkpoint. Errors (NaN loss, a checkpoint of another config, an
+// unwritable run directory) throw with the step and path named; the last good checkpoint stays.
+TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
+                  const TokenData& data, const TrainConfig& config, bool resume = false);
+
+// Mean KD loss, CE and perplexity over the validation batches (evaluation mode, no gradients).
+EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
+                    const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss);
+
+}  // namespace cotan::train
