@@ -24,6 +24,8 @@ struct Command {
 constexpr Command commands[] = {
     {"info", cotan::app::cmd_info, "build configuration, libraries, CPU threads and CUDA devices"},
     {"gradcheck", cotan::app::cmd_gradcheck, "numerical gradient checks of the engine's ops"},
+    {"distill", cotan::app::cmd_distill, "the study: a teacher, one student per attention kind, a comparison"},
+    {"pretrain", cotan::app::cmd_pretrain, "train a model (a teacher) with cross-entropy"},
     {"params", cotan::app::cmd_params, "parameter count of a config and its attention kind's overhead"},
     {"tokenize", cotan::app::cmd_tokenize, "turn text files or directories into token shards"},
     {"bench", cotan::app::cmd_bench, "benchmarks: matmul, ops, attention, kd-loss"},

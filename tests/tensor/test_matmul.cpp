@@ -1,1 +1,255 @@
+// CPU matmul kernel (tensor/cpu/matmul.cpp) against a naive triple loop accumulated in double:
+// dtypes, transposed and sliced operands, broadcast batches, odd sizes, the parallel path, and the
+// same bits with 1 and 2 threads.
 #include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <tbb/global_control.h>
+
+#include "tensor/op_table.hpp"
+
+using namespace cotan;
+
+namespace {
+
+std::mt19937_64 rng(20261129);
+
+// A 1-D tensor of `capacity` uniform values in [-1, 1); the operands are views of it (as_strided).
+template <class T>
+Tensor random_storage(int64_t capacity) {
+  Tensor t = Tensor::empty({capacity}, dtype_v<T>);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  T* p = t.data<T>();
+  for (int64_t i = 0; i < capacity; ++i) p[i] = convert<T>(dist(rng));
+  return t;
+}
+
+template <class T>
+Tensor random_tensor(const Shape& shape) {
+  return random_storage<T>(numel(shape)).as_strided(shape, contiguous_strides(shape), 0);
+}
+
+// Checks `out` (contiguous) against sum_k a[.., i, k] b[.., k, j] computed in double: every
+// element within `tol` times sum_k |a_ik b_kj| (the scale of its rounding error).
+template <class T>
+void check_product(const Tensor& a, const Tensor& b, const Tensor& out, double tol) {
+  const int64_t nd = a.dim(), m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  Shape expected_shape(a.shape().begin(), a.shape().end() - 1);
+  expected_shape.push_back(n);
+  REQUIRE(out.shape() == expected_shape);
+  REQUIRE(out.dtype() == dtype_v<T>);
+  REQUIRE(out.is_contiguous());
+  const Strides& sa = a.strides();
+  const Strides& sb = b.strides();
+  const int64_t ar = sa[size_t(nd - 2)], ac = sa[size_t(nd - 1)], br = sb[size_t(nd - 2)], bc = sb[size_t(nd - 1)];
+  const int64_t batches = numel(Shape(a.shape().begin(), a.shape().end() - 2));
+  const T* o = out.data<T>();
+  double worst = 0;
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t a_off = 0, b_off = 0;
+    for (int64_t d = nd - 3, rest = bi; d >= 0; --d) {
+      const int64_t i = rest % a.shape()[size_t(d)];
+      rest /= a.shape()[size_t(d)];
+      a_off += i * sa[size_t(d)];
+      b_off += i * sb[size_t(d)];
+    }
+    const T* pa = a.data<T>() + a_off;
+    const T* pb = b.data<T>() + b_off;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double sum = 0, scale = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          double x = convert<double>(pa[i * ar + p * ac]) * convert<double>(pb[p * br + j * bc]);
+          sum += x;
+          scale += std::abs(x);
+        }
+        double got = convert<double>(o[(bi * m + i) * n + j]);
+        double error = std::abs(got - sum);
+        // bf16 rounds an f32 sum to nearest: at most half an ulp, 2^-8 of the value, off.
+        if constexpr (std::is_same_v<T, bf16>) error = std::max(0.0, error - std::ldexp(std::abs(sum), -8));
+        worst = std::max(worst, error / std::max(scale, 1e-300));
+      }
+  }
+  CHECK(worst <= tol);
+}
+
+template <class T> constexpr double tolerance = 0;
+template <> constexpr double tolerance<float> = 1e-5;
+template <> constexpr double tolerance<double> = 1e-12;
+template <> constexpr double tolerance<bf16> = 1e-5;  // beyond the final rounding
+
+template <class T>
+void check_fresh(const Shape& a_shape, const Shape& b_shape) {
+  Tensor a = random_tensor<T>(a_shape), b = random_tensor<T>(b_shape);
+  check_product<T>(a, b, cpu_backend().matmul(a, b), tolerance<T>);
+}
+
+// [batch..., rows, cols] stored column-major in its last two dims: the transpose of a
+// contiguous [batch..., cols, rows].
+template <class T>
+Tensor column_major(const Shape& shape) {
+  const size_t nd = shape.size();
+  Strides strides = contiguous_strides(shape);
+  strides[nd - 2] = 1;
+  strides[nd - 1] = shape[nd - 2];
+  return random_storage<T>(numel(shape)).as_strided(shape, strides, 0);
+}
+
+std::vector<uint8_t> bytes(const Tensor& t) {
+  std::vector<uint8_t> out(t.nbytes());
+  std::memcpy(out.data(), t.data_ptr(), out.size());
+  return out;
+}
+
+const int64_t kOddSizes[] = {1, 3, 17, 65, 130};
+
+}  // namespace
+
+TEST_CASE("matmul: odd sizes against a naive product, f32 f64 bf16") {
+  for (int64_t m : kOddSizes)
+    for (int64_t k : kOddSizes)
+      for (int64_t n : kOddSizes) {
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(n);
+        check_fresh<float>({m, k}, {k, n});
+        check_fresh<double>({m, k}, {k, n});
+        check_fresh<bf16>({m, k}, {k, n});
+      }
+}
+
+TEST_CASE("matmul: batch sizes 1 to 5 and several batch dims") {
+  for (int64_t batch = 1; batch <= 5; ++batch) {
+    CAPTURE(batch);
+    check_fresh<float>({batch, 17, 9}, {batch, 9, 33});
+    check_fresh<double>({batch, 5, 65}, {batch, 65, 3});
+    check_fresh<bf16>({batch, 30, 20}, {batch, 20, 10});
+  }
+  check_fresh<float>({2, 3, 7, 5}, {2, 3, 5, 4});
+  check_fresh<float>({4, 1, 1}, {4, 1, 1});
+}
+
+TEST_CASE("matmul: operands transposed through their strides") {
+  for (bool a_t : {false, true})
+    for (bool b_t : {false, true}) {
+      CAPTURE(a_t);
+      CAPTURE(b_t);
+      auto make = [](bool transposed, const Shape& shape) {
+        return transposed ? column_major<float>(shape) : random_tensor<float>(shape);
+      };
+      for (Shape mkn : {Shape{17, 65, 3}, Shape{130, 1, 65}, Shape{64, 128, 96}}) {
+        const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
+        Tensor a = make(a_t, {m, k}), b = make(b_t, {k, n});
+        check_product<float>(a, b, cpu_backend().matmul(a, b), tolerance<float>);
+        Tensor ab = make(a_t, {3, m, k}), bb = make(b_t, {3, k, n});
+        check_product<float>(ab, bb, cpu_backend().matmul(ab, bb), tolerance<float>);
+      }
+      Tensor a = a_t ? column_major<double>({33, 20}) : random_tensor<double>({33, 20});
+      Tensor b = b_t ? column_major<double>({20, 40}) : random_tensor<double>({20, 40});
+      check_product<double>(a, b, cpu_backend().matmul(a, b), tolerance<double>);
+      Tensor ah = a_t ? column_major<bf16>({2, 33, 20}) : random_tensor<bf16>({2, 33, 20});
+      Tensor bh = b_t ? column_major<bf16>({2, 20, 40}) : random_tensor<bf16>({2, 20, 40});
+      check_product<bf16>(ah, bh, cpu_backend().matmul(ah, bh), tolerance<bf16>);
+    }
+}
+
+TEST_CASE("matmul: non-contiguous slices") {
+  // Every other column of a [40, 2 * 27 + 3] buffer, from column 1: neither row- nor column-major.
+  Tensor wide = random_storage<float>(40 * 57);
+  Tensor a = wide.as_strided({40, 27}, {57, 2}, 1);
+  Tensor b = random_tensor<float>({27, 19});
+  check_product<float>(a, b, cpu_backend().matmul(a, b), tolerance<float>);
+  // Rows with padding (leading dimension 57 > 27), and a column block of B.
+  Tensor padded = wide.as_strided({40, 27}, {57, 1}, 5);
+  Tensor b_wide = random_storage<float>(27 * 50);
+  Tensor b_cols = b_wide.as_strided({27, 19}, {50, 1}, 7);
+  check_product<float>(padded, b_cols, cpu_backend().matmul(padded, b_cols), tolerance<float>);
+  // A batch slice with a step: batches 0, 2, 4 of a [5, 12, 9] tensor; B sliced along rows.
+  Tensor batch5 = random_tensor<double>({5, 12, 9});
+  Tensor every_other = batch5.as_strided({3, 12, 9}, {2 * 12 * 9, 9, 1}, 0);
+  Tensor b_rows = random_storage<double>(3 * 18 * 6).as_strided({3, 9, 6}, {18 * 6, 12, 2}, 0);
+  check_product<double>(every_other, b_rows, cpu_backend().matmul(every_other, b_rows), tolerance<double>);
+  Tensor h = random_storage<bf16>(40 * 57).as_strided({40, 27}, {57, 2}, 1);
+  Tensor hb = random_tensor<bf16>({27, 19});
+  check_product<bf16>(h, hb, cpu_backend().matmul(h, hb), tolerance<bf16>);
+}
+
+TEST_CASE("matmul: broadcast batch dims (stride 0)") {
+  // One weight [K, N] shared by 4 batches, and a [2, 3] batch where A repeats along the first dim.
+  Tensor w = random_storage<float>(20 * 30).as_strided({4, 20, 30}, {0, 30, 1}, 0);
+  Tensor x = random_tensor<float>({4, 17, 20});
+  check_product<float>(x, w, cpu_backend().matmul(x, w), tolerance<float>);
+  Tensor a = random_storage<double>(3 * 5 * 7).as_strided({2, 3, 5, 7}, {0, 35, 7, 1}, 0);
+  Tensor b = random_tensor<double>({2, 3, 7, 4});
+  check_product<double>(a, b, cpu_backend().matmul(a, b), tolerance<double>);
+  // Broadcast and transposed at once.
+  Tensor wt = random_storage<bf16>(20 * 30).as_strided({3, 20, 30}, {0, 1, 20}, 0);
+  Tensor xh = random_tensor<bf16>({3, 6, 20});
+  check_product<bf16>(xh, wt, cpu_backend().matmul(xh, wt), tolerance<bf16>);
+}
+
+TEST_CASE("matmul: shapes large enough for the parallel path") {
+  check_fresh<float>({300, 520}, {520, 277});
+  check_fresh<double>({257, 300}, {300, 130});
+  check_fresh<bf16>({200, 260}, {260, 190});
+  check_fresh<float>({8, 64, 64}, {8, 64, 64});  // many small products: one per task
+  // Few rows, many columns: the columns are split across tasks.
+  Tensor a = column_major<float>({7, 600});
+  Tensor b = random_tensor<float>({600, 900});
+  check_product<float>(a, b, cpu_backend().matmul(a, b), tolerance<float>);
+}
+
+TEST_CASE("matmul: empty sums and empty outputs") {
+  Tensor a = random_tensor<float>({3, 0}), b = random_tensor<float>({0, 4});
+  Tensor out = cpu_backend().matmul(a, b);
+  REQUIRE(out.shape() == Shape{3, 4});
+  for (int64_t i = 0; i < 12; ++i) CHECK(out.data<float>()[i] == 0.0f);
+  CHECK(cpu_backend().matmul(random_tensor<double>({2, 0, 5}), random_tensor<double>({2, 5, 3})).shape() ==
+        Shape{2, 0, 3});
+  CHECK(cpu_backend().matmul(random_tensor<double>({0, 4, 5}), random_tensor<double>({0, 5, 3})).shape() ==
+        Shape{0, 4, 3});
+}
+
+TEST_CASE("matmul: the same bits with 1 and 2 threads") {
+  auto with_threads = [](size_t threads, const Tensor& a, const Tensor& b) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    return bytes(cpu_backend().matmul(a, b));
+  };
+  std::vector<std::pair<Tensor, Tensor>> cases = {
+      {random_tensor<float>({517, 1031}), random_tensor<float>({1031, 389})},
+      {column_major<float>({3, 200, 700}), random_tensor<float>({3, 700, 150})},
+      {random_tensor<float>({64, 33, 65}), random_tensor<float>({64, 65, 17})},
+      {random_tensor<double>({300, 600}), column_major<double>({600, 250})},
+      {random_tensor<bf16>({2, 260, 530}), random_tensor<bf16>({2, 530, 140})},
+      {random_tensor<float>({9, 2000}), random_tensor<float>({2000, 700})},
+  };
+  for (const auto& [a, b] : cases) {
+    CAPTURE(a.shape());
+    CAPTURE(b.shape());
+    CHECK(with_threads(1, a, b) == with_threads(2, a, b));
+  }
+}
+
+TEST_CASE("matmul: errors name the op, the shapes and dtypes") {
+  auto message = [](const Tensor& a, const Tensor& b) -> std::string {
+    try {
+      cpu_backend().matmul(a, b);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Tensor i64 = Tensor::empty({2, 2}, DType::i64);
+  CHECK(message(i64, i64) == "[matmul] expects a floating dtype, got i64");
+  CHECK(message(random_tensor<float>({4, 8}), random_tensor<float>({9, 2})) ==
+        "[matmul] shapes [4, 8] and [9, 2] do not match");
+  CHECK(message(random_tensor<float>({2, 4, 8}), random_tensor<float>({3, 8, 2})) ==
+        "[matmul] shapes [2, 4, 8] and [3, 8, 2] do not match");
+  CHECK(message(random_tensor<float>({4, 8}), random_tensor<double>({8, 2})) == "[matmul] dtypes f32 and f64 differ");
+  CHECK(message(random_tensor<float>({8}), random_tensor<float>({8, 2})) ==
+        "[matmul] expects matrices with at least 2 dims, got shapes [8] and [8, 2]");
+}

@@ -1,0 +1,208 @@
+// `cotan bench attention`: forward + backward time of the attention core (nn/attention.hpp) for
+// each kind, fused kernel and composed fallback side by side. One run is a vjp of the core with a
+// fixed random cotangent (every input's gradient). Runs are interleaved (repeat r times each kind
+// and implementation once) and the median is reported, with the ratio of each kind to softmax
+// (fused) and the speedup of fused over composed; ratios are what to compare across machines.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "autograd/autograd.hpp"
+#include "nn/attention.hpp"
+#include "tensor/error.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::app {
+
+namespace {
+
+namespace po = boost::program_options;
+using nn::AttentionCore;
+
+struct Entry {
+  std::string kind;
+  std::string impl;  // "fused" or "composed"
+  std::function<void()> run;
+  std::vector<double> seconds;
+
+  double median_ms() const {
+    std::vector<double> s = seconds;
+    std::sort(s.begin(), s.end());
+    const size_t n = s.size();
+    return 1e3 * (n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]));
+  }
+};
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string number(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.6g", v);
+  return buffer;
+}
+
+// The differentiable inputs of a core, in the order the fused kernel records them.
+std::vector<Tensor> inputs_of(const AttentionCore& c) {
+  std::vector<Tensor> xs{c.q, c.k, c.v};
+  if (c.alpha.defined()) xs.push_back(c.alpha);
+  if (c.sigma.defined()) xs.push_back(c.sigma);
+  return xs;
+}
+
+AttentionCore with_inputs(AttentionCore c, const std::vector<Tensor>& xs) {
+  c.q = xs[0];
+  c.k = xs[1];
+  c.v = xs[2];
+  size_t at = 3;
+  if (c.alpha.defined()) c.alpha = xs[at++];
+  if (c.sigma.defined()) c.sigma = xs[at++];
+  return c;
+}
+
+}  // namespace
+
+int bench_attention(const Args& args) {
+  po::options_description options("cotan bench attention");
+  options.add_options()
+      ("help,h", "this message")
+      ("json", "print one JSON object instead of a table")
+      ("batch", po::value<int64_t>()->default_value(4), "batch rows B")
+      ("seq", po::value<int64_t>()->default_value(512), "sequence length T")
+      ("heads", po::value<int64_t>()->default_value(8), "query heads H")
+      ("kv-heads", po::value<int64_t>()->default_value(0), "kv heads (0: as many as query heads)")
+      ("dim", po::value<int64_t>()->default_value(64), "head dim d")
+      ("non-causal", "attend to every key (default: causal)")
+      ("repeat", po::value<int>()->default_value(5), "timed runs of each kind and implementation (median)")
+      ("kinds", po::value<std::string>()->default_value("softmax,sink,affine"), "comma-separated kinds")
+      ("impls", po::value<std::string>()->default_value("fused,composed"), "comma-separated implementations")
+      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  const bool json = vm.count("json") > 0, causal = vm.count("non-causal") == 0;
+  const int64_t batch = vm["batch"].as<int64_t>(), seq = vm["seq"].as<int64_t>(), heads = vm["heads"].as<int64_t>(),
+                dim = vm["dim"].as<int64_t>();
+  const int64_t kv_heads = vm["kv-heads"].as<int64_t>() == 0 ? heads : vm["kv-heads"].as<int64_t>();
+  const int repeat = vm["repeat"].as<int>();
+  check(batch >= 1 && seq >= 1 && heads >= 1 && dim >= 1, "bench attention", "sizes must be positive");
+  check(kv_heads >= 1 && heads % kv_heads == 0, "bench attention", "--heads ", heads,
+        " must be a multiple of --kv-heads ", kv_heads);
+  check(repeat >= 1, "bench attention", "--repeat must be positive, got ", repeat);
+  const std::vector<std::string> kinds = split_list(vm["kinds"].as<std::string>());
+  const std::vector<std::string> impls = split_list(vm["impls"].as<std::string>());
+  for (const std::string& k : kinds)
+    check(k == "softmax" || k == "sink" || k == "affine", "bench attention", "unknown kind '", k,
+          "' (expected softmax, sink, affine)");
+  for (const std::string& i : impls)
+    check(i == "fused" || i == "composed", "bench attention", "unknown implementation '", i,
+          "' (expected fused, composed)");
+  set_num_threads(vm["threads"].as<int>());
+
+  Generator gen(0);
+  const DType dt = DType::f32;
+  AttentionCore base;
+  base.causal = causal;
+  base.q = randn({batch, heads, seq, dim}, gen, dt);
+  base.k = randn({batch, kv_heads, seq, dim}, gen, dt);
+  base.v = randn({batch, kv_heads, seq, dim}, gen, dt);
+  const Tensor alpha = sigmoid(randn({batch, heads, seq}, gen, dt));
+  const Tensor alpha_ma = rand({heads}, gen, dt);
+  const Tensor sigma = randn({heads}, gen, dt);
+  const Tensor cotangent = randn(base.q.shape(), gen, dt);
+
+  std::vector<Entry> entries;
+  for (const std::string& kind : kinds)
+    for (const std::string& impl : impls) {
+      AttentionCore core = base;
+      if (kind == "affine") {
+        core.alpha = alpha;
+        core.alpha_ma = alpha_ma;
+      }
+      if (kind == "sink") core.sigma = sigma;
+      Tensor (*attention)(const AttentionCore&) = impl == "fused" ? nn::attention_fused : nn::attention_composed;
+      auto f = [core, attention](const std::vector<Tensor>& xs) { return attention(with_inputs(core, xs)); };
+      const std::vector<Tensor> xs = inputs_of(core);
+      entries.push_back({kind, impl, [f, xs, cotangent] { vjp(f, xs, cotangent); }, {}});
+    }
+
+  for (Entry& e : entries) e.run();  // warm up: thread pool, allocator cache, scratch buffers
+  for (int r = 0; r < repeat; ++r)
+    for (Entry& e : entries) {
+      const auto start = std::chrono::steady_clock::now();
+      e.run();
+      e.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+
+  std::map<std::string, std::map<std::string, double>> ms;  // kind -> impl -> median ms
+  for (const Entry& e : entries) ms[e.kind][e.impl] = e.median_ms();
+  auto find = [&](const std::string& kind, const std::string& impl) -> double {
+    auto k = ms.find(kind);
+    if (k == ms.end()) return 0;
+    auto i = k->second.find(impl);
+    return i == k->second.end() ? 0 : i->second;
+  };
+  const double softmax_fused = find("softmax", "fused");
+  const double affine_fused = find("affine", "fused");
+
+  if (json) {
+    std::cout << "{\"config\":{\"batch\":" << batch << ",\"seq\":" << seq << ",\"heads\":" << heads
+              << ",\"kv_heads\":" << kv_heads << ",\"dim\":" << dim << ",\"causal\":" << (causal ? "true" : "false")
+              << ",\"dtype\":\"f32\",\"threads\":" << num_threads() << ",\"repeat\":" << repeat << "},\"results\":[";
+    for (size_t i = 0; i < entries.size(); ++i)
+      std::cout << (i ? "," : "") << "{\"kind\":\"" << entries[i].kind << "\",\"impl\":\"" << entries[i].impl
+                << "\",\"ms\":" << number(entries[i].median_ms()) << "}";
+    std::cout << "],\"affine_over_softmax\":"
+              << (softmax_fused > 0 && affine_fused > 0 ? number(affine_fused / softmax_fused) : "null")
+              << ",\"fused_speedup\":{";
+    bool first = true;
+    for (const std::string& kind : kinds) {
+      const double fused = find(kind, "fused"), composed = find(kind, "composed");
+      std::cout << (first ? "" : ",") << "\"" << kind << "\":" << (fused > 0 && composed > 0 ? number(composed / fused) : "null");
+      first = false;
+    }
+    std::cout << "}}\n";
+    return 0;
+  }
+
+  std::printf("cotan bench attention: B=%lld T=%lld H=%lld Hkv=%lld d=%lld f32 %s, %d threads, forward + backward, "
+              "median of %d\n",
+              static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(heads),
+              static_cast<long long>(kv_heads), static_cast<long long>(dim), causal ? "causal" : "non-causal",
+              num_threads(), repeat);
+  std::printf("%-10s %12s %12s %14s %18s\n", "kind", "fused ms", "composed ms", "fused speedup", "vs softmax fused");
+  auto cell = [](double v, const char* format) {
+    char buffer[32];
+    if (v > 0)
+      std::snprintf(buffer, sizeof buffer, format, v);
+    else
+      std::snprintf(buffer, sizeof buffer, "n/a");
+    return std::string(buffer);
+  };
+  for (const std::string& kind : kinds) {
+    const double fused = find(kind, "fused"), composed = find(kind, "composed");
+    std::printf("%-10s %12s %12s %14s %18s\n", kind.c_str(), cell(fused, "%.2f").c_str(),
+                cell(composed, "%.2f").c_str(), cell(fused > 0 && composed > 0 ? composed / fused : 0, "%.2fx").c_str(),
+                cell(fused > 0 && softmax_fused > 0 ? fused / softmax_fused : 0, "%.3f").c_str());
+  }
+  return 0;
+}
+
+}  // namespace cotan::app

@@ -1,0 +1,203 @@
+// `cotan bench kd-loss`: the fused distillation loss (train::distill_loss) against its composed
+// fallback (train::distill_loss_composed), f32 on the CPU. Each variant is timed as the loss plus
+// its gradient with respect to the student logits (value_and_grad); the two are run alternately,
+// after a warm-up, and the median of each is reported with the ratio composed / fused.
+//
+// Peak extra memory: the highest resident set size (VmHWM) reached while one loss + gradient
+// runs, minus the resident set size just before it. Before each measurement the allocator's block
+// cache is emptied and malloc trimmed, so memory freed earlier is not resident, and the kernel's
+// high-water mark is reset (writing 5 to /proc/self/clear_refs). Inputs exist before and are not
+// counted; the gradient, which the caller keeps, is. This counts what the process really holds,
+// cached blocks included: the footprint a training step would see.
+#include <malloc.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/commands.hpp"
+#include "autograd/autograd.hpp"
+#include "tensor/cpu/memory_cache.hpp"
+#include "tensor/error.hpp"
+#include "tensor/ops.hpp"
+#include "train/losses.hpp"
+
+namespace cotan::app {
+
+int bench_kd_loss(const Args& args);
+
+namespace {
+
+namespace po = boost::program_options;
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or nothing when it cannot be read.
+std::optional<double> status_bytes(const std::string& field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stod(line.substr(field.size() + 1)) * 1024.0;
+  return std::nullopt;
+}
+
+// Resets the resident set's high-water mark to the current resident set size.
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.flush();
+  return bool(out);
+}
+
+// The peak resident memory `run` adds, in bytes; nothing where the peak cannot be measured.
+std::optional<double> peak_extra_bytes(const std::function<void()>& run) {
+  cpu::release_cached_memory();
+  malloc_trim(0);
+  const auto before = status_bytes("VmRSS");
+  if (!before || !reset_peak_rss()) return std::nullopt;
+  run();
+  const auto peak = status_bytes("VmHWM");
+  if (!peak) return std::nullopt;
+  return std::max(0.0, *peak - *before);
+}
+
+struct Variant {
+  const char* name;
+  train::LossParts (*loss)(const Tensor&, const Tensor&, const Tensor&, const train::LossConfig&);
+  std::vector<double> seconds;
+  std::optional<double> peak_bytes;
+  Tensor value, grad;  // of the last run
+};
+
+std::string json_number(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.6g", v);
+  return buffer;
+}
+
+std::string json_optional(const std::optional<double>& v, double scale) {
+  return v ? json_number(*v / scale) : "null";
+}
+
+}  // namespace
+
+int bench_kd_loss(const Args& args) {
+  po::options_description options("cotan bench kd-loss");
+  options.add_options()
+      ("help,h", "this message")
+      ("json", "print one JSON object instead of a table")
+      ("tokens", po::value<int64_t>()->default_value(2048), "tokens N (rows of the logits)")
+      ("vocab", po::value<int64_t>()->default_value(32768), "vocabulary V (columns)")
+      ("kind", po::value<std::string>()->default_value("fkl"), "KD loss: fkl, rkl, jsd or jsd:<beta>")
+      ("temperature", po::value<double>()->default_value(1.0), "temperature tau")
+      ("kd-ratio", po::value<double>()->default_value(1.0), "weight of KD against CE")
+      ("repeat", po::value<int>()->default_value(5), "timed runs of each variant (the median is reported)")
+      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  const bool json = vm.count("json") > 0;
+  const int64_t tokens = vm["tokens"].as<int64_t>(), vocab = vm["vocab"].as<int64_t>();
+  const int repeat = vm["repeat"].as<int>();
+  check(tokens >= 1 && vocab >= 1, "bench kd-loss", "--tokens and --vocab must be positive, got ", tokens, " and ",
+        vocab);
+  check(repeat >= 1, "bench kd-loss", "--repeat must be positive, got ", repeat);
+  train::LossConfig config;
+  train::set_kd_loss(config, vm["kind"].as<std::string>());
+  config.temperature = vm["temperature"].as<double>();
+  config.kd_ratio = vm["kd-ratio"].as<double>();
+  set_num_threads(vm["threads"].as<int>());
+
+  Generator gen(0);
+  const Tensor student = randn({tokens, vocab}, gen, DType::f32) * 2.0;
+  const Tensor teacher = randn({tokens, vocab}, gen, DType::f32) * 2.0;
+  const Tensor targets = randint({tokens}, 0, vocab, gen);
+
+  std::vector<Variant> variants = {{"fused", train::distill_loss, {}, {}, {}, {}},
+                                   {"composed", train::distill_loss_composed, {}, {}, {}, {}}};
+  auto run = [&](Variant& v) {
+    auto [value, grads] = value_and_grad(
+        [&](const std::vector<Tensor>& xs) { return v.loss(xs[0], teacher, targets, config).total; }, {student});
+    v.value = value;
+    v.grad = grads[0];
+  };
+  auto time_once = [&](Variant& v) {
+    v.value = v.grad = Tensor();  // the previous result is not held while timing
+    const auto start = std::chrono::steady_clock::now();
+    run(v);
+    v.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  };
+
+  for (Variant& v : variants) run(v);  // warm-up: threads, page cache of the allocator
+  for (int r = 0; r < repeat; ++r)
+    for (Variant& v : variants) time_once(v);
+  // Agreement of the two, as a sanity figure.
+  const double value_diff = std::abs(variants[0].value.item<double>() - variants[1].value.item<double>());
+  const double grad_diff = max(abs(variants[0].grad - variants[1].grad)).item<double>();
+  for (Variant& v : variants) {
+    v.value = v.grad = Tensor();
+    v.peak_bytes = peak_extra_bytes([&] { run(v); });
+    v.value = v.grad = Tensor();
+  }
+
+  const Variant& fused = variants[0];
+  const Variant& composed = variants[1];
+  const double fused_ms = median(fused.seconds) * 1e3, composed_ms = median(composed.seconds) * 1e3;
+  const double speedup = composed_ms / fused_ms;
+  std::optional<double> memory_ratio;
+  if (fused.peak_bytes && composed.peak_bytes && *fused.peak_bytes > 0)
+    memory_ratio = *composed.peak_bytes / *fused.peak_bytes;
+  const std::string kind = train::kd_loss_spec(config);
+  const int threads = num_threads();
+  const double logits_mib = double(tokens) * double(vocab) * sizeof(float) / kMiB;
+
+  if (json) {
+    std::cout << "{\"tokens\":" << tokens << ",\"vocab\":" << vocab << ",\"kind\":\"" << kind << "\""
+              << ",\"temperature\":" << json_number(config.temperature)
+              << ",\"kd_ratio\":" << json_number(config.kd_ratio) << ",\"dtype\":\"f32\",\"threads\":" << threads
+              << ",\"repeat\":" << repeat << ",\"logits_mib\":" << json_number(logits_mib);
+    for (const Variant* v : {&fused, &composed})
+      std::cout << ",\"" << v->name << "\":{\"ms\":" << json_number(median(v->seconds) * 1e3)
+                << ",\"peak_mib\":" << json_optional(v->peak_bytes, kMiB) << "}";
+    std::cout << ",\"speedup\":" << json_number(speedup) << ",\"memory_ratio\":" << json_optional(memory_ratio, 1.0)
+              << ",\"max_grad_diff\":" << json_number(grad_diff) << ",\"value_diff\":" << json_number(value_diff)
+              << "}\n";
+    return 0;
+  }
+
+  std::printf("KD loss + gradient, f32, %lld tokens x %lld vocab, %s, tau %g, kd_ratio %g, %d threads, median of %d\n",
+              static_cast<long long>(tokens), static_cast<long long>(vocab), kind.c_str(), config.temperature,
+              config.kd_ratio, threads, repeat);
+  std::printf("one [N, V] f32 tensor is %.1f MiB; peak extra = peak resident set during the run minus before it\n\n",
+              logits_mib);
+  std::printf("%-10s %12s %18s\n", "variant", "ms", "peak extra MiB");
+  for (const Variant* v : {&fused, &composed}) {
+    std::printf("%-10s %12.2f ", v->name, median(v->seconds) * 1e3);
+    if (v->peak_bytes) std::printf("%18.1f\n", *v->peak_bytes / kMiB);
+    else std::printf("%18s\n", "n/a");
+  }
+  std::printf("\ncomposed / fused: time %.2fx", speedup);
+  if (memory_ratio) std::printf(", memory %.2fx", *memory_ratio);
+  else std::printf(", memory n/a (cannot reset the peak resident set through /proc/self/clear_refs)");
+  std::printf("\nagreement: |loss difference| %.3g, max |gradient difference| %.3g\n", value_diff, grad_diff);
+  return 0;
+}
+
+}  // namespace cotan::app

@@ -1,0 +1,118 @@
+// cotan pretrain and cotan distill.
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <iostream>
+#include <unistd.h>
+
+#include "app/commands.hpp"
+#include "nn/checkpoint.hpp"
+#include "train/study.hpp"
+
+namespace po = boost::program_options;
+
+namespace cotan::app {
+
+namespace {
+
+// Options shared by both commands, written into `c`.
+void add_training_options(po::options_description& opts, train::TrainConfig& c, std::string& loss_spec) {
+  opts.add_options()("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "sequences per micro-batch")(
+      "grad-accum", po::value(&c.grad_accum)->default_value(c.grad_accum), "micro-batches per optimizer step")(
+      "seq-len", po::value(&c.seq_len)->default_value(c.seq_len), "tokens per sequence")(
+      "seed", po::value(&c.seed)->default_value(c.seed), "data order and initialisation seed")(
+      "lr", po::value(&c.schedule.lr)->default_value(c.schedule.lr), "peak learning rate")(
+      "warmup", po::value(&c.schedule.warmup_steps)->default_value(c.schedule.warmup_steps), "warmup steps")(
+      "decay-fraction", po::value(&c.schedule.decay_fraction)->default_value(c.schedule.decay_fraction),
+      "fraction of steps in the final decay")(
+      "weight-decay", po::value(&c.adamw.weight_decay)->default_value(c.adamw.weight_decay), "AdamW weight decay")(
+      "clip", po::value(&c.clip)->default_value(c.clip), "global gradient-norm clipping (0: off)")(
+      "loss", po::value(&loss_spec)->default_value("fkl"), "fkl | rkl | jsd[:beta]")(
+      "temperature", po::value(&c.loss.temperature)->default_value(c.loss.temperature), "KD temperature")(
+      "kd-ratio", po::value(&c.loss.kd_ratio)->default_value(c.loss.kd_ratio), "weight of KD against cross-entropy")(
+      "slice-teacher-vocab", po::bool_switch(&c.loss.slice_teacher_vocab), "drop a larger teacher vocabulary's extra rows")(
+      "eval-every", po::value(&c.eval_every)->default_value(c.eval_every), "evaluate every N steps (0: at the end)")(
+      "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
+      "checkpoint every N steps (0: at the end)");
+}
+
+po::variables_map parse(const Args& args, const po::options_description& opts) {
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(opts).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
+}  // namespace
+
+int cmd_pretrain(const Args& args) {
+  train::TrainConfig c = train::default_study().train;
+  c.steps = 300;
+  c.loss.kd_ratio = 0;
+  std::string config = "tiny-teacher", data, out, loss_spec;
+  po::options_description opts("cotan pretrain [options]: train a model (a teacher) with cross-entropy");
+  opts.add_options()("help,h", "show this help")("config", po::value(&config)->default_value(config),
+                                                  "preset, config.json or model directory")(
+      "data", po::value(&data), "text file or directory, or token shards (default: the fortunes corpus)")(
+      "run-dir", po::value(&c.run_dir)->default_value("runs/pretrain"), "where metrics and checkpoints go")(
+      "out", po::value(&out), "also save the trained model as an HF directory here")(
+      "steps", po::value(&c.steps)->default_value(c.steps), "optimizer steps")(
+      "stop-after", po::value(&c.stop_after)->default_value(0), "stop after N steps with a checkpoint (resume later)")(
+      "resume", po::bool_switch(), "continue from <run-dir>/checkpoint");
+  add_training_options(opts, c, loss_spec);
+  po::variables_map vm = parse(args, opts);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  c.progress = isatty(STDERR_FILENO);
+  nn::CausalLM model(nn::load_config(config));
+  train::TokenData tokens = train::load_tokens(data.empty() ? train::default_corpus_path() : data, 0.05, 0);
+  Generator gen(c.seed);
+  auto [ps, st] = model.init(gen);
+  train::install_interrupt_handler();
+  train::TrainResult r = train::fit(model, ps, st, train::Teacher{}, tokens, c, vm["resume"].as<bool>());
+  if (!out.empty() && !r.interrupted) nn::save_model_dir(out, model.config(), r.params);
+  if (!r.evals.empty()) std::cout << "validation perplexity " << r.evals.back().ppl << "\n";
+  std::cout << "run directory: " << c.run_dir << "\n";
+  return r.interrupted ? 130 : 0;
+}
+
+int cmd_distill(const Args& args) {
+  bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
+  train::StudyConfig s = quick ? train::quick_study() : train::default_study();
+  std::string loss_spec, attention;
+  po::options_description opts(
+      "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
+  opts.add_options()("help,h", "show this help")("quick", "a one-minute version of the study")(
+      "data", po::value(&s.data), "text file or directory, or token shards (default: the fortunes corpus)")(
+      "run-dir", po::value(&s.run_dir), "where results go (default: runs/distill-<time>)")(
+      "cache-dir", po::value(&s.cache_dir), "where pretrained teachers are kept")(
+      "teacher", po::value(&s.teacher)->default_value(s.teacher), "teacher preset, config.json or model directory")(
+      "student", po::value(&s.student)->default_value(s.student), "student preset or config.json")(
+      "teacher-steps", po::value(&s.teacher_steps)->default_value(s.teacher_steps), "teacher pretraining steps")(
+      "steps", po::value(&s.student_steps)->default_value(s.student_steps), "distillation steps per student")(
+      "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
+      "attention", po::value(&attention), "only this kind (softmax, sink, affine, gated, affine_gated)")(
+      "composed", "use the composed attention instead of the fused kernels");
+  add_training_options(opts, s.train, loss_spec);
+  po::variables_map vm = parse(args, opts);
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  train::set_kd_loss(s.train.loss, loss_spec);
+  s.train.progress = false;
+  if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
+  if (!attention.empty()) {
+    nn::AttentionKind kind = nn::parse_attention_kind(attention);
+    std::vector<train::StudyVariant> only;
+    for (const auto& v : train::default_variants())
+      if (v.attention.kind == kind) only.push_back(v);
+    s.variants = only;
+  }
+  train::install_interrupt_handler();
+  train::run_study(s);
+  return 0;
+}
+
+}  // namespace cotan::app

@@ -1,0 +1,481 @@
+// The fused CPU attention (nn/attention_fused.cpp) against its composed oracle
+// (nn/attention_composed.cpp) for every kind, masking, GQA layout and affine count, in f64 and
+// f32; gradcheck of the fused pullback; the identities of DESIGN.md 1.1 (affine weight sums,
+// sink -> softmax, GQA = repeated MHA, causality, with a wrong affine variant that must fail the
+// causality check); attention_stats against statistics computed here from materialized weights.
+// Sizes straddle the tiles (32 queries x 64 keys, 16 f32 / 8 f64 lanes of d).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/autograd.hpp"
+#include "autograd/gradcheck.hpp"
+#include "nn/attention.hpp"
+#include "tensor/ops.hpp"
+
+using namespace cotan;
+using namespace cotan::nn;
+
+namespace {
+
+enum class Kind { softmax, sink, affine };
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::softmax: return "softmax";
+    case Kind::sink: return "sink";
+    case Kind::affine: return "affine";
+  }
+  return "?";
+}
+
+struct Case {
+  Kind kind = Kind::softmax;
+  bool causal = true;
+  int64_t batch = 1, heads = 4, kv_heads = 2, t = 7, d = 5;
+  AffineN affine_n = AffineN::visible;
+
+  std::string str() const {
+    return std::string(kind_name(kind)) + (causal ? " causal" : " full") + " B=" + std::to_string(batch) +
+           " H=" + std::to_string(heads) + " Hkv=" + std::to_string(kv_heads) + " T=" + std::to_string(t) +
+           " d=" + std::to_string(d) + (affine_n == AffineN::visible ? " N=visible" : " N=full");
+  }
+};
+
+// Fresh random inputs, drawn in f64 and cast, so that f32 and f64 see the same values.
+AttentionCore make_core(const Case& c, DType dt, uint64_t seed) {
+  Generator gen(seed);
+  AttentionCore core;
+  core.causal = c.causal;
+  core.affine_n = c.affine_n;
+  core.q = cast(randn({c.batch, c.heads, c.t, c.d}, gen, DType::f64), dt);
+  core.k = cast(randn({c.batch, c.kv_heads, c.t, c.d}, gen, DType::f64), dt);
+  core.v = cast(randn({c.batch, c.kv_heads, c.t, c.d}, gen, DType::f64), dt);
+  if (c.kind == Kind::affine) {
+    core.alpha = cast(sigmoid(randn({c.batch, c.heads, c.t}, gen, DType::f64)), dt);
+    core.alpha_ma = cast(rand({c.heads}, gen, DType::f64), dt);
+  }
+  if (c.kind == Kind::sink) core.sigma = cast(randn({c.heads}, gen, DType::f64), dt);
+  return core;
+}
+
+// The differentiable inputs, in the order attention_fused records them.
+std::vector<Tensor> inputs_of(const AttentionCore& c) {
+  std::vector<Tensor> xs{c.q, c.k, c.v};
+  if (c.alpha.defined()) xs.push_back(c.alpha);
+  if (c.sigma.defined()) xs.push_back(c.sigma);
+  return xs;
+}
+
+AttentionCore with_inputs(AttentionCore c, const std::vector<Tensor>& xs) {
+  c.q = xs[0];
+  c.k = xs[1];
+  c.v = xs[2];
+  size_t at = 3;
+  if (c.alpha.defined()) c.alpha = xs[at++];
+  if (c.sigma.defined()) c.sigma = xs[at++];
+  return c;
+}
+
+using Attention = Tensor (*)(const AttentionCore&);
+
+Function as_function(const AttentionCore& base, Attention f) {
+  return [base, f](const std::vector<Tensor>& xs) { return f(with_inputs(base, xs)); };
+}
+
+// max |a - b| / max(max |b|, floor): normwise, so entries near zero do not dominate; the floor
+// covers references that vanish (dq and dk are exactly zero with a single key, T = 1, where
+// both sides hold only rounding noise). Inputs and cotangents are O(1) here.
+double rel_diff(const Tensor& a, const Tensor& b, double floor = 1e-2) {
+  REQUIRE(a.shape() == b.shape());
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    diff = std::max(diff, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return diff / std::max(scale, floor);
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double diff = 0;
+  for (size_t i = 0; i < x.size(); ++i) diff = std::max(diff, std::abs(x[i] - y[i]));
+  return diff;
+}
+
+// [B, Hkv, T, d] -> [B, H, T, d], each kv head repeated H / Hkv times.
+Tensor repeat_heads(const Tensor& x, int64_t heads) {
+  const int64_t b = x.size(0), hkv = x.size(1), t = x.size(2), d = x.size(3);
+  return contiguous(reshape(broadcast_to(unsqueeze(x, 2), {b, hkv, heads / hkv, t, d}), {b, heads, t, d}));
+}
+
+// [B, H, T, d] -> [B, Hkv, T, d], summing each group of H / Hkv heads (the transpose of repeat_heads).
+Tensor sum_heads(const Tensor& x, int64_t kv_heads) {
+  const int64_t b = x.size(0), h = x.size(1), t = x.size(2), d = x.size(3);
+  return sum(reshape(x, {b, kv_heads, h / kv_heads, t, d}), {2});
+}
+
+std::vector<Case> all_variants(int64_t batch, int64_t t, int64_t d) {
+  std::vector<Case> out;
+  for (Kind kind : {Kind::softmax, Kind::sink, Kind::affine})
+    for (bool causal : {true, false})
+      for (int64_t kv_heads : {int64_t(2), int64_t(4)})
+        for (AffineN n : {AffineN::visible, AffineN::full}) {
+          if (kind != Kind::affine && n == AffineN::full) continue;
+          out.push_back(Case{kind, causal, batch, 4, kv_heads, t, d, n});
+        }
+  return out;
+}
+
+struct Sizes {
+  int64_t batch, t, d;
+};
+// T = 1, 7, 33, 70 (not multiples of the 32 x 64 tiles), d off and on the lane widths, and T
+// past two key tiles and four query tiles.
+const Sizes kSizes[] = {{2, 1, 4}, {2, 7, 5}, {1, 33, 8}, {1, 70, 16}, {1, 130, 64}};
+
+}  // namespace
+
+TEST_CASE("attention_fused matches attention_composed: forward and gradients") {
+  uint64_t seed = 100;
+  for (const Sizes& size : kSizes)
+    for (const Case& c : all_variants(size.batch, size.t, size.d))
+      for (DType dt : {DType::f64, DType::f32}) {
+        INFO(c.str(), " ", dt);
+        const AttentionCore core = make_core(c, dt, ++seed);
+        Generator gen(seed + 7);
+        const Tensor cotangent = cast(randn(core.q.shape(), gen, DType::f64), dt);
+        auto [fused, fused_grads] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+        auto [composed, composed_grads] = vjp(as_function(core, attention_composed), inputs_of(core), cotangent);
+        CHECK(fused.dtype() == dt);
+        const double forward_tol = dt == DType::f64 ? 1e-12 : 1e-5, grad_tol = dt == DType::f64 ? 1e-12 : 1e-4;
+        CHECK(rel_diff(fused, composed) <= forward_tol);
+        REQUIRE(fused_grads.size() == composed_grads.size());
+        for (size_t i = 0; i < fused_grads.size(); ++i) {
+          INFO("input ", i);
+          CHECK(fused_grads[i].dtype() == dt);
+          CHECK(rel_diff(fused_grads[i], composed_grads[i]) <= grad_tol);
+        }
+      }
+}
+
+TEST_CASE("attention_fused passes gradcheck for every kind") {
+  uint64_t seed = 500;
+  std::vector<Case> cases;
+  for (const Case& c : all_variants(1, 7, 3)) cases.push_back(c);
+  // One problem across tiles: two query tiles and a partial second key tile.
+  cases.push_back(Case{Kind::affine, true, 1, 2, 1, 70, 2, AffineN::visible});
+  cases.push_back(Case{Kind::sink, false, 1, 2, 1, 70, 2, AffineN::visible});
+  for (const Case& c : cases) {
+    INFO(c.str());
+    const AttentionCore core = make_core(c, DType::f64, ++seed);
+    GradcheckResult r = gradcheck(as_function(core, attention_fused), inputs_of(core));
+    INFO(r.describe());
+    CHECK(r.pass);
+  }
+}
+
+TEST_CASE("affine with N = visible: every query's weights sum to alpha_ma") {
+  for (bool causal : {true, false})
+    for (AffineN n : {AffineN::visible, AffineN::full}) {
+      Case c{Kind::affine, causal, 2, 1, 1, 33, 8, n};
+      INFO(c.str());
+      const AttentionCore core = make_core(c, DType::f64, 900 + (causal ? 1 : 0));
+      const AttentionStats stats = attention_stats(core);
+      const std::vector<double> sums = stats.weight_sums.to_vector<double>();
+      const std::vector<double> alpha = core.alpha.to_vector<double>();
+      const double alpha_ma = core.alpha_ma.to_vector<double>()[0];
+      REQUIRE(sums.size() == size_t(c.batch * c.t));
+      double worst = 0;
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t i = 0; i < c.t; ++i) {
+          // sum_j A_ij = alpha_i + beta_i |J_i| = alpha_ma when N_i = |J_i|.
+          const double a = alpha[size_t(b * c.t + i)], visible = causal ? double(i + 1) : double(c.t);
+          const double expected = n == AffineN::visible ? alpha_ma : a + (alpha_ma - a) * visible / double(c.t);
+          worst = std::max(worst, std::abs(sums[size_t(b * c.t + i)] - expected));
+        }
+      CHECK(worst <= 1e-13);
+    }
+}
+
+TEST_CASE("sink with sigma = -1e9 is softmax") {
+  for (bool causal : {true, false}) {
+    Case c{Kind::sink, causal, 2, 4, 2, 70, 8, AffineN::visible};
+    AttentionCore sink = make_core(c, DType::f64, 31);
+    sink.sigma = full({c.heads}, -1e9, DType::f64);
+    AttentionCore plain = sink;
+    plain.sigma = Tensor();
+    Generator gen(32);
+    const Tensor cotangent = randn(sink.q.shape(), gen, DType::f64);
+    auto [with_sink, sink_grads] = vjp(as_function(sink, attention_fused), inputs_of(sink), cotangent);
+    auto [softmax, softmax_grads] = vjp(as_function(plain, attention_fused), inputs_of(plain), cotangent);
+    CHECK(rel_diff(with_sink, softmax) <= 1e-15);
+    for (size_t i = 0; i < 3; ++i) CHECK(rel_diff(sink_grads[i], softmax_grads[i]) <= 1e-15);
+    CHECK(max_abs_diff(sink_grads[3], zeros({c.heads}, DType::f64)) == 0.0);
+  }
+}
+
+TEST_CASE("GQA equals MHA with K and V repeated") {
+  for (Kind kind : {Kind::softmax, Kind::sink, Kind::affine})
+    for (bool causal : {true, false}) {
+      Case c{kind, causal, 2, 4, 2, 33, 8, AffineN::visible};
+      INFO(c.str());
+      const AttentionCore gqa = make_core(c, DType::f64, 41);
+      AttentionCore mha = gqa;
+      mha.k = repeat_heads(gqa.k, c.heads);
+      mha.v = repeat_heads(gqa.v, c.heads);
+      Generator gen(42);
+      const Tensor cotangent = randn(gqa.q.shape(), gen, DType::f64);
+      auto [y_gqa, g_gqa] = vjp(as_function(gqa, attention_fused), inputs_of(gqa), cotangent);
+      auto [y_mha, g_mha] = vjp(as_function(mha, attention_fused), inputs_of(mha), cotangent);
+      CHECK(rel_diff(y_gqa, y_mha) <= 1e-14);
+      CHECK(rel_diff(g_gqa[0], g_mha[0]) <= 1e-14);
+      CHECK(rel_diff(g_gqa[1], sum_heads(g_mha[1], c.kv_heads)) <= 1e-13);
+      CHECK(rel_diff(g_gqa[2], sum_heads(g_mha[2], c.kv_heads)) <= 1e-13);
+      for (size_t i = 3; i < g_gqa.size(); ++i) CHECK(rel_diff(g_gqa[i], g_mha[i]) <= 1e-13);
+    }
+}
+
+namespace {
+
+// The largest change, over positions 0 .. T-2, of f's output when the last token's q, k, v (and
+// alpha, in (0, 1)) are redrawn. A causal function gives zero.
+double leak_into_past(const AttentionCore& core, const std::function<Tensor(const AttentionCore&)>& f) {
+  const int64_t t = core.q.size(2);
+  Generator gen(77);
+  auto redraw_last = [&](const Tensor& x) {
+    Shape shape = x.shape();
+    shape[2] = 1;
+    Tensor fresh = randn(shape, gen, x.dtype());
+    return concat({slice(x, 2, 0, t - 1), x.dim() == 3 ? sigmoid(fresh) : fresh}, 2);
+  };
+  AttentionCore changed = core;
+  changed.q = redraw_last(core.q);
+  changed.k = redraw_last(core.k);
+  changed.v = redraw_last(core.v);
+  if (core.alpha.defined()) changed.alpha = redraw_last(core.alpha);
+  return max_abs_diff(slice(f(core), 2, 0, t - 1), slice(f(changed), 2, 0, t - 1));
+}
+
+// Affine with the bias added to every key, masked ones included: future values leak into the
+// past (O_i = alpha_i S_i + beta_i sum over all j of v_j).
+Tensor affine_bias_on_masked_keys(const AttentionCore& in) {
+  AttentionCore plain = in;
+  plain.alpha = Tensor();
+  plain.alpha_ma = Tensor();
+  const Tensor s = attention_composed(plain);
+  const int64_t h = in.q.size(1), t = in.q.size(2);
+  const Tensor v = repeat_heads(in.v, h);
+  const Tensor n = reshape(cast(arange(1, t + 1, 1, DType::i64), in.q.dtype()), {1, 1, t});
+  const Tensor beta = (reshape(in.alpha_ma, {1, h, 1}) - in.alpha) / n;
+  return unsqueeze(in.alpha, -1) * s + unsqueeze(beta, -1) * broadcast_to(sum(v, {2}, true), v.shape());
+}
+
+}  // namespace
+
+TEST_CASE("causality: the last token changes no earlier output") {
+  for (Kind kind : {Kind::softmax, Kind::sink, Kind::affine})
+    for (AffineN n : {AffineN::visible, AffineN::full})
+      for (int64_t t : {int64_t(7), int64_t(70)}) {
+        if (kind != Kind::affine && n == AffineN::full) continue;
+        Case c{kind, true, 2, 4, 2, t, 8, n};
+        INFO(c.str());
+        const AttentionCore core = make_core(c, DType::f64, 61);
+        CHECK(leak_into_past(core, attention_fused) <= 1e-300);
+        CHECK(leak_into_past(core, attention_composed) <= 1e-300);
+        // The same perturbation does reach the last position (outputs shifted by one).
+        auto shifted = [](const AttentionCore& x) { return slice(attention_fused(x), 2, 1, x.q.size(2)); };
+        CHECK(leak_into_past(core, shifted) > 1e-3);
+      }
+  // The check can fail: the bias on masked keys leaks the future into the past.
+  Case c{Kind::affine, true, 2, 4, 2, 33, 8, AffineN::visible};
+  CHECK(leak_into_past(make_core(c, DType::f64, 62), affine_bias_on_masked_keys) > 1e-3);
+}
+
+namespace {
+
+// The statistics of DESIGN.md 1.3 from the weights A materialized with loops, in f64.
+AttentionStats reference_stats(const AttentionCore& in) {
+  const int64_t batch = in.q.size(0), heads = in.q.size(1), kv = in.k.size(1), t = in.q.size(2), d = in.q.size(3);
+  const std::vector<double> q = in.q.to_vector<double>(), k = in.k.to_vector<double>();
+  const std::vector<double> alpha = in.alpha.defined() ? in.alpha.to_vector<double>() : std::vector<double>();
+  const std::vector<double> alpha_ma = in.alpha_ma.defined() ? in.alpha_ma.to_vector<double>() : std::vector<double>();
+  const std::vector<double> sigma = in.sigma.defined() ? in.sigma.to_vector<double>() : std::vector<double>();
+  const double c = 1 / std::sqrt(double(d));
+  AttentionStats out;
+  std::vector<double> head_mass(size_t(heads), 0.0), weight_sums(size_t(batch * t), 0.0);
+  double first = 0, entropy = 0, logits = 0, visible_pairs = 0;
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = h / (heads / kv);
+      for (int64_t i = 0; i < t; ++i) {
+        const int64_t visible = in.causal ? i + 1 : t;
+        std::vector<double> s(static_cast<size_t>(visible));
+        for (int64_t j = 0; j < visible; ++j) {
+          double dot = 0;
+          for (int64_t x = 0; x < d; ++x)
+            dot += q[size_t(((b * heads + h) * t + i) * d + x)] * k[size_t(((b * kv + g) * t + j) * d + x)];
+          s[size_t(j)] = c * dot;
+          logits += s[size_t(j)];
+        }
+        visible_pairs += double(visible);
+        double denominator = sigma.empty() ? 0.0 : std::exp(sigma[size_t(h)]);
+        for (double x : s) denominator += std::exp(x);
+        std::vector<double> a(static_cast<size_t>(visible));
+        for (int64_t j = 0; j < visible; ++j) {
+          const double p = std::exp(s[size_t(j)]) / denominator;
+          if (alpha.empty()) {
+            a[size_t(j)] = p;
+          } else {
+            const double al = alpha[size_t((b * heads + h) * t + i)];
+            const double n = in.affine_n == AffineN::visible ? double(visible) : double(t);
+            a[size_t(j)] = al * p + (alpha_ma[size_t(h)] - al) / n;
+          }
+        }
+        double mass = 0, z = 0;
+        for (double w : a) {
+          mass += w;
+          z += std::max(w, 0.0);
+        }
+        double row_entropy = 0;
+        for (double w : a)
+          if (w > 0) row_entropy -= w / z * std::log(w / z);
+        if (i >= 1) first += a[0];
+        entropy += row_entropy;
+        head_mass[size_t(h)] += mass / double(batch * t);
+        weight_sums[size_t(b * t + i)] += mass / double(heads);
+      }
+    }
+  out.first_token_weight = t > 1 ? first / double(batch * heads * (t - 1)) : 0.0;
+  out.entropy = entropy / double(batch * heads * t);
+  out.mean_logit = logits / visible_pairs;
+  out.head_mass = from_vector(head_mass, {heads});
+  out.weight_sums = from_vector(weight_sums, {batch, t});
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("attention_stats matches weights materialized in the test") {
+  for (Kind kind : {Kind::softmax, Kind::sink, Kind::affine})
+    for (bool causal : {true, false})
+      for (AffineN n : {AffineN::visible, AffineN::full}) {
+        if (kind != Kind::affine && n == AffineN::full) continue;
+        Case c{kind, causal, 2, 4, 2, 70, 5, n};
+        INFO(c.str());
+        AttentionCore core = make_core(c, DType::f64, 71);
+        if (kind == Kind::affine) {
+          // alpha_ma below alpha in places, so that some weights are negative and max(A, 0) matters.
+          Generator gen(72);
+          core.alpha_ma = rand({c.heads}, gen, DType::f64) * 0.2;
+        }
+        const AttentionStats got = attention_stats(core), want = reference_stats(core);
+        CHECK(std::abs(got.first_token_weight - want.first_token_weight) <= 1e-12);
+        CHECK(std::abs(got.entropy - want.entropy) <= 1e-12);
+        CHECK(std::abs(got.mean_logit - want.mean_logit) <= 1e-12);
+        CHECK(got.head_mass.dtype() == DType::f64);
+        CHECK(got.weight_sums.dtype() == DType::f64);
+        CHECK(max_abs_diff(got.head_mass, want.head_mass) <= 1e-12);
+        CHECK(max_abs_diff(got.weight_sums, want.weight_sums) <= 1e-12);
+        // f32 inputs give the same statistics to f32 accuracy.
+        AttentionCore single = core;
+        for (Tensor* x : {&single.q, &single.k, &single.v, &single.alpha, &single.alpha_ma, &single.sigma})
+          if (x->defined()) *x = cast(*x, DType::f32);
+        const AttentionStats f32 = attention_stats(single);
+        CHECK(std::abs(f32.entropy - want.entropy) <= 1e-4);
+        CHECK(max_abs_diff(f32.weight_sums, want.weight_sums) <= 1e-4);
+      }
+}
+
+TEST_CASE("attention_fused: the same bits with 1 and 2 threads") {
+  for (Kind kind : {Kind::softmax, Kind::sink, Kind::affine}) {
+    Case c{kind, true, 2, 4, 2, 70, 16, AffineN::visible};
+    const AttentionCore core = make_core(c, DType::f32, 81);
+    Generator gen(82);
+    const Tensor cotangent = randn(core.q.shape(), gen, DType::f32);
+    const int before = num_threads();
+    set_num_threads(1);
+    auto [y1, g1] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+    const AttentionStats s1 = attention_stats(core);
+    set_num_threads(2);
+    auto [y2, g2] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+    const AttentionStats s2 = attention_stats(core);
+    set_num_threads(before);
+    CHECK(max_abs_diff(y1, y2) == 0.0);
+    for (size_t i = 0; i < g1.size(); ++i) CHECK(max_abs_diff(g1[i], g2[i]) == 0.0);
+    CHECK(s1.entropy == s2.entropy);
+    CHECK(max_abs_diff(s1.weight_sums, s2.weight_sums) == 0.0);
+  }
+}
+
+TEST_CASE("attention_fused in bf16 computes in f32") {
+  for (Kind kind : {Kind::softmax, Kind::sink, Kind::affine}) {
+    Case c{kind, true, 1, 4, 2, 33, 16, AffineN::visible};
+    INFO(c.str());
+    const AttentionCore core = make_core(c, DType::bf16, 91);
+    AttentionCore wide = core;
+    for (Tensor* x : {&wide.q, &wide.k, &wide.v, &wide.alpha, &wide.alpha_ma, &wide.sigma})
+      if (x->defined()) *x = cast(*x, DType::f32);
+    Generator gen(92);
+    const Tensor cotangent = cast(randn(core.q.shape(), gen, DType::f32), DType::bf16);
+    auto [y, grads] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+    auto [y_wide, grads_wide] =
+        vjp(as_function(wide, attention_composed), inputs_of(wide), cast(cotangent, DType::f32));
+    CHECK(y.dtype() == DType::bf16);
+    CHECK(rel_diff(y, y_wide) <= 1e-2);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      CHECK(grads[i].dtype() == DType::bf16);
+      CHECK(rel_diff(grads[i], grads_wide[i]) <= 2e-2);
+    }
+  }
+}
+
+TEST_CASE("attention_fused: inputs are checked, alpha_ma gets no gradient") {
+  Case c{Kind::affine, true, 1, 4, 2, 7, 5, AffineN::visible};
+  const AttentionCore core = make_core(c, DType::f64, 95);
+  AttentionCore bad = core;
+  Generator gen(96);
+  bad.k = randn({1, 3, 7, 5}, gen, DType::f64);
+  CHECK_THROWS_WITH_AS(attention_fused(bad), doctest::Contains("[attention]"), Error);
+  bad = core;
+  bad.alpha_ma = Tensor();
+  CHECK_THROWS_AS(attention_fused(bad), Error);
+  bad = core;
+  bad.v = cast(core.v, DType::f32);
+  CHECK_THROWS_AS(attention_fused(bad), Error);
+
+  // A tracked alpha_ma is read as a constant: its gradient is zero.
+  auto [value, grads] = value_and_grad(
+      [&](const std::vector<Tensor>& xs) {
+        AttentionCore x = core;
+        x.alpha_ma = xs[0];
+        return sum(attention_fused(x));
+      },
+      {core.alpha_ma});
+  CHECK(max_abs_diff(grads[0], zeros_like(core.alpha_ma)) == 0.0);
+  (void)value;
+}
+
+TEST_CASE("attention_fused reads strided inputs") {
+  // q, k, v as the projections leave them, [B, T, H, d], viewed as [B, H, T, d].
+  Case c{Kind::affine, true, 2, 4, 2, 33, 8, AffineN::visible};
+  const AttentionCore core = make_core(c, DType::f64, 97);
+  AttentionCore strided = core;
+  auto as_view = [](const Tensor& x) { return permute(contiguous(permute(x, {0, 2, 1, 3})), {0, 2, 1, 3}); };
+  strided.q = as_view(core.q);
+  strided.k = as_view(core.k);
+  strided.v = as_view(core.v);
+  REQUIRE(!strided.q.is_contiguous());
+  Generator gen(98);
+  const Tensor cotangent = randn(core.q.shape(), gen, DType::f64);
+  auto [y, grads] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+  auto [y_strided, grads_strided] = vjp(as_function(strided, attention_fused), inputs_of(strided), cotangent);
+  CHECK(max_abs_diff(y, y_strided) == 0.0);
+  for (size_t i = 0; i < grads.size(); ++i) CHECK(max_abs_diff(grads[i], grads_strided[i]) == 0.0);
+}

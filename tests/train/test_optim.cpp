@@ -1,0 +1,309 @@
+// AdamW against a scalar reference, optimizer state round trips, gradient norms, clipping,
+// accumulation and the warmup-stable-decay schedule.
+#include "train/optim.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <map>
+#include <numbers>
+
+#include "tensor/ops.hpp"
+
+using namespace cotan;
+using namespace cotan::train;
+
+namespace {
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Two parameters: a decayed weight and an undecayed norm, the second with tiny gradients so that
+// eps matters.
+std::vector<nn::ParamSpec> specs() {
+  return {{"layer.weight", {2, 3}, nn::Init::normal, true}, {"norm.weight", {3}, nn::Init::ones, false}};
+}
+
+std::vector<double> start_values(const nn::ParamSpec& s) {
+  std::vector<double> v(size_t(numel(s.shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = s.decay ? 0.5 - 0.25 * double(i) : 1.0 + 0.1 * double(i);
+  return v;
+}
+
+std::vector<double> grad_values(const nn::ParamSpec& s, int step) {
+  std::vector<double> g(size_t(numel(s.shape)));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double wave = std::sin(0.7 * double(i) + 1.3 * double(step) + (s.decay ? 0.0 : 2.0));
+    g[i] = s.decay ? wave : 3e-9 * wave;
+  }
+  return g;
+}
+
+nn::Params make_params(const std::vector<nn::ParamSpec>& ss, DType dtype,
+                       std::vector<double> (*values)(const nn::ParamSpec&, int), int step) {
+  nn::Params ps;
+  for (const auto& s : ss) {
+    const auto v = values(s, step);
+    ps[s.name] = cast(from_vector<double>(v, s.shape), dtype);
+  }
+  return ps;
+}
+
+std::vector<double> start_values_at(const nn::ParamSpec& s, int) { return start_values(s); }
+
+// The textbook form with bias-corrected moments, in f64.
+struct ReferenceAdamW {
+  AdamWConfig c;
+  std::map<std::string, std::vector<double>> p, m, v;
+  int t = 0;
+
+  void step(const std::vector<nn::ParamSpec>& ss, int grad_step, double lr) {
+    ++t;
+    for (const auto& s : ss) {
+      auto& pv = p[s.name];
+      auto& mv = m[s.name];
+      auto& vv = v[s.name];
+      mv.resize(pv.size(), 0.0), vv.resize(pv.size(), 0.0);
+      const auto g = grad_values(s, grad_step);
+      for (size_t i = 0; i < pv.size(); ++i) {
+        if (s.decay) pv[i] -= lr * c.weight_decay * pv[i];
+        mv[i] = c.beta1 * mv[i] + (1 - c.beta1) * g[i];
+        vv[i] = c.beta2 * vv[i] + (1 - c.beta2) * g[i] * g[i];
+        const double m_hat = mv[i] / (1 - std::pow(c.beta1, t));
+        const double v_hat = vv[i] / (1 - std::pow(c.beta2, t));
+        pv[i] -= lr * m_hat / (std::sqrt(v_hat) + c.eps);
+      }
+    }
+  }
+};
+
+const double lrs[] = {1e-2, 3e-2, 2e-2, 5e-3, 1e-2};
+
+void check_against_reference(DType dtype, double tolerance) {
+  const auto ss = specs();
+  AdamWConfig config;
+  config.weight_decay = 0.5;  // large, so that a missing or misplaced decay shows
+  AdamW opt(config, ss);
+  ReferenceAdamW ref{config, {}, {}, {}, 0};
+  for (const auto& s : ss) ref.p[s.name] = start_values(s);
+  nn::Params ps = make_params(ss, dtype, start_values_at, 0);
+  for (int t = 0; t < 5; ++t) {
+    opt.step(ps, make_params(ss, dtype, grad_values, t), lrs[t]);
+    ref.step(ss, t, lrs[t]);
+    for (const auto& s : ss) {
+      CHECK(ps.at(s.name).dtype() == dtype);
+      const auto got = ps.at(s.name).to_vector<double>();
+      const auto& want = ref.p.at(s.name);
+      for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(tolerance));
+    }
+  }
+  CHECK(opt.steps() == 5);
+  // The moments too, in f64 for f64 parameters and in f32 otherwise.
+  const nn::Params state = opt.state_tensors();
+  for (const auto& s : ss) {
+    const Tensor m = state.at("exp_avg." + s.name), v = state.at("exp_avg_sq." + s.name);
+    CHECK(m.dtype() == (dtype == DType::f64 ? DType::f64 : DType::f32));
+    const auto mv = m.to_vector<double>(), vv = v.to_vector<double>();
+    for (size_t i = 0; i < mv.size(); ++i) {
+      CHECK(mv[i] == doctest::Approx(ref.m.at(s.name)[i]).epsilon(tolerance));
+      CHECK(vv[i] == doctest::Approx(ref.v.at(s.name)[i]).epsilon(tolerance));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("adamw: f64 parameters follow the scalar reference (decay, bias correction, eps)") {
+  check_against_reference(DType::f64, 1e-12);
+}
+
+TEST_CASE("adamw: f32 parameters follow the scalar reference") { check_against_reference(DType::f32, 2e-5); }
+
+TEST_CASE("adamw: the first step moves each element by about lr, decay only where declared") {
+  // At t = 1, m_hat / sqrt(v_hat) = sign(g): every element moves by lr (less eps), plus decay.
+  std::vector<nn::ParamSpec> ss = {{"a", {2}, nn::Init::normal, true}, {"b", {2}, nn::Init::normal, false}};
+  AdamW opt(AdamWConfig{0.9, 0.95, 1e-8, 0.1}, ss);
+  nn::Params ps = {{"a", from_vector<double>({1.0, -2.0}, {2})}, {"b", from_vector<double>({1.0, -2.0}, {2})}};
+  nn::Params grads = {{"a", from_vector<double>({0.3, -5.0}, {2})}, {"b", from_vector<double>({0.3, -5.0}, {2})}};
+  opt.step(ps, grads, 0.01);
+  const auto a = ps.at("a").to_vector<double>(), b = ps.at("b").to_vector<double>();
+  CHECK(a[0] == doctest::Approx(1.0 * (1 - 0.001) - 0.01).epsilon(1e-9));
+  CHECK(a[1] == doctest::Approx(-2.0 * (1 - 0.001) + 0.01).epsilon(1e-9));
+  CHECK(b[0] == doctest::Approx(1.0 - 0.01).epsilon(1e-9));
+  CHECK(b[1] == doctest::Approx(-2.0 + 0.01).epsilon(1e-9));
+}
+
+TEST_CASE("adamw: updates replace the handles and never write the old tensors") {
+  std::vector<nn::ParamSpec> ss = {{"w", {3}, nn::Init::normal, true}};
+  AdamW opt(AdamWConfig{}, ss);
+  const Tensor before = from_vector<float>({1, 2, 3}, {3});
+  nn::Params ps = {{"w", before}};
+  opt.step(ps, {{"w", from_vector<float>({1, 1, 1}, {3})}}, 0.1);
+  CHECK_FALSE(ps.at("w").same_storage(before));
+  CHECK(before.to_vector<float>() == std::vector<float>{1, 2, 3});
+  CHECK_FALSE(ps.at("w").tracked());
+}
+
+TEST_CASE("adamw: bf16 parameters keep their dtype, moments are f32") {
+  std::vector<nn::ParamSpec> ss = {{"w", {4}, nn::Init::normal, true}};
+  AdamW opt(AdamWConfig{}, ss);
+  nn::Params ps = {{"w", cast(from_vector<float>({1, 2, 3, 4}, {4}), DType::bf16)}};
+  opt.step(ps, {{"w", cast(from_vector<float>({1, -1, 1, -1}, {4}), DType::bf16)}}, 0.125);
+  CHECK(ps.at("w").dtype() == DType::bf16);
+  CHECK(opt.state_tensors().at("exp_avg.w").dtype() == DType::f32);
+  const auto w = ps.at("w").to_vector<float>();
+  CHECK(w[0] == doctest::Approx(1 * (1 - 0.0125) - 0.125).epsilon(1e-2));
+  CHECK(w[1] == doctest::Approx(2 * (1 - 0.0125) + 0.125).epsilon(1e-2));
+}
+
+TEST_CASE("adamw: saving and loading the state resumes bit for bit") {
+  const auto ss = specs();
+  AdamW straight(AdamWConfig{}, ss), first(AdamWConfig{}, ss);
+  nn::Params a = make_params(ss, DType::f32, start_values_at, 0);
+  nn::Params b = a;
+  for (int t = 0; t < 5; ++t) straight.step(a, make_params(ss, DType::f32, grad_values, t), lrs[t]);
+  for (int t = 0; t < 3; ++t) first.step(b, make_params(ss, DType::f32, grad_values, t), lrs[t]);
+
+  const nn::Params state = first.state_tensors();
+  CHECK(state.size() == 4);
+  CHECK(state.count("exp_avg.layer.weight") == 1);
+  CHECK(state.count("exp_avg_sq.norm.weight") == 1);
+  AdamW resumed(AdamWConfig{}, ss);
+  resumed.load_state(state, first.steps());
+  CHECK(resumed.steps() == 3);
+  for (int t = 3; t < 5; ++t) resumed.step(b, make_params(ss, DType::f32, grad_values, t), lrs[t]);
+  for (const auto& s : ss) CHECK(a.at(s.name).to_vector<float>() == b.at(s.name).to_vector<float>());
+}
+
+TEST_CASE("adamw: errors") {
+  const auto ss = specs();
+  CHECK(error_of([&] { AdamW(AdamWConfig{1.0, 0.95, 1e-8, 0.1}, ss); }) == "[adamw] beta1 1 is outside [0, 1)");
+  CHECK(error_of([&] { AdamW(AdamWConfig{0.9, 0.95, 0.0, 0.1}, ss); }) == "[adamw] eps 0 must be positive");
+  CHECK(error_of([&] { AdamW(AdamWConfig{0.9, 0.95, 1e-8, -1}, ss); }) == "[adamw] weight_decay -1 must be >= 0");
+
+  AdamW opt(AdamWConfig{}, ss);
+  nn::Params ps = make_params(ss, DType::f32, start_values_at, 0);
+  nn::Params grads = make_params(ss, DType::f32, grad_values, 0);
+  nn::Params missing = grads;
+  missing.erase("norm.weight");
+  CHECK(error_of([&] { opt.step(ps, missing, 0.1); }) == "[adamw] no gradient for 'norm.weight'");
+  nn::Params wrong = grads;
+  wrong["norm.weight"] = zeros({4});
+  CHECK(error_of([&] { opt.step(ps, wrong, 0.1); }) ==
+        "[adamw] gradient of 'norm.weight' has shape [4], the parameter [3]");
+  CHECK(error_of([&] { opt.step(ps, grads, -1.0); }) == "[adamw] learning rate -1 must be finite and >= 0");
+  CHECK(opt.steps() == 0);  // failed steps change nothing
+
+  opt.step(ps, grads, 0.1);
+  nn::Params state = opt.state_tensors();
+  nn::Params partial = state;
+  partial.erase("exp_avg_sq.layer.weight");
+  CHECK(error_of([&] { opt.load_state(partial, 1); }) ==
+        "[adamw] optimizer state has no tensor 'exp_avg_sq.layer.weight'");
+  nn::Params extra = state;
+  extra["exp_avg.other"] = zeros({1});
+  CHECK(error_of([&] { opt.load_state(extra, 1); }) == "[adamw] unexpected optimizer state tensor 'exp_avg.other'");
+  CHECK(error_of([&] { opt.load_state({}, 4); }) == "[adamw] no optimizer state to resume step 4 from");
+  opt.load_state({}, 0);
+  CHECK(opt.steps() == 0);
+  CHECK(opt.state_tensors().empty());
+}
+
+TEST_CASE("global_norm and clip_grad_norm") {
+  nn::Params grads = {{"a", from_vector<float>({3, 4}, {2})}, {"b", from_vector<double>({12}, {1})}};
+  CHECK(global_norm(grads) == 13.0);
+
+  nn::Params small = grads;
+  CHECK(clip_grad_norm(small, 20.0) == 13.0);
+  CHECK(small.at("a").same_storage(grads.at("a")));  // untouched below the limit
+
+  nn::Params clipped = grads;
+  CHECK(clip_grad_norm(clipped, 6.5) == 13.0);
+  const double scale = 6.5 / (13.0 + 1e-6);
+  CHECK(clipped.at("a").dtype() == DType::f32);
+  CHECK(clipped.at("a").to_vector<double>()[1] == doctest::Approx(4 * scale).epsilon(1e-7));
+  CHECK(clipped.at("b").to_vector<double>()[0] == doctest::Approx(12 * scale).epsilon(1e-12));
+  CHECK(global_norm(clipped) == doctest::Approx(6.5).epsilon(1e-6));
+  CHECK(grads.at("b").to_vector<double>()[0] == 12.0);  // the originals are unchanged
+
+  CHECK(global_norm({}) == 0.0);
+  CHECK(error_of([&] { clip_grad_norm(clipped, 0.0); }) == "[clip_grad_norm] max_norm 0 must be positive");
+  nn::Params bad = {{"x", from_vector<float>({NAN}, {1})}};
+  CHECK(std::isnan(clip_grad_norm(bad, 1.0)));
+}
+
+TEST_CASE("accumulate: into += scale * grads") {
+  nn::Params sum;
+  accumulate(sum, {{"w", from_vector<float>({1, 2}, {2})}}, 0.5);
+  accumulate(sum, {{"w", from_vector<float>({4, 6}, {2})}, {"b", from_vector<float>({1}, {1})}}, 0.5);
+  CHECK(sum.at("w").to_vector<float>() == std::vector<float>{2.5, 4});
+  CHECK(sum.at("b").to_vector<float>() == std::vector<float>{0.5});
+  CHECK(error_of([&] { accumulate(sum, {{"b", zeros({2})}}, 1.0); }) ==
+        "[accumulate] gradient 'b' has shape [2] but the sum has [1]");
+}
+
+TEST_CASE("schedule: warmup, stable and decay values at key steps") {
+  ScheduleConfig c;
+  c.lr = 1e-3;
+  c.warmup_steps = 100;
+  c.total_steps = 1000;
+  c.decay_fraction = 0.1;  // the decay runs over [900, 1000)
+  CHECK(decay_steps(c) == 100);
+  CHECK(lr_at(c, 0) == doctest::Approx(1e-5));    // lr / warmup
+  CHECK(lr_at(c, 49) == doctest::Approx(5e-4));
+  CHECK(lr_at(c, 99) == doctest::Approx(1e-3));   // the end of the warmup
+  CHECK(lr_at(c, 100) == 1e-3);
+  CHECK(lr_at(c, 500) == 1e-3);
+  CHECK(lr_at(c, 900) == 1e-3);                   // the decay starts at the peak
+  CHECK(lr_at(c, 925) == doctest::Approx(0.75e-3));
+  CHECK(lr_at(c, 950) == doctest::Approx(0.5e-3));
+  CHECK(lr_at(c, 999) == doctest::Approx(1e-5));
+  CHECK(lr_at(c, 1000) == 0.0);
+  CHECK(lr_at(c, 5000) == 0.0);
+
+  c.min_lr_ratio = 0.1;
+  CHECK(lr_at(c, 950) == doctest::Approx(1e-4 + 0.9e-3 * 0.5));
+  CHECK(lr_at(c, 1000) == doctest::Approx(1e-4));
+
+  c.decay = ScheduleConfig::Decay::cosine;
+  const double quarter = (1 + std::numbers::sqrt2 / 2) / 2;  // (1 + cos(pi / 4)) / 2
+  CHECK(lr_at(c, 900) == doctest::Approx(1e-3));
+  CHECK(lr_at(c, 925) == doctest::Approx(1e-4 + 0.9e-3 * quarter));
+  CHECK(lr_at(c, 950) == doctest::Approx(1e-4 + 0.9e-3 * 0.5));
+  CHECK(lr_at(c, 975) == doctest::Approx(1e-4 + 0.9e-3 * (1 - quarter)));
+  CHECK(lr_at(c, 1000) == doctest::Approx(1e-4));
+  CHECK(lr_at(c, 50) == doctest::Approx(0.51e-3));  // the warmup does not depend on the decay
+
+  ScheduleConfig flat{2e-3, 0.0, 0, 10, 0.0, ScheduleConfig::Decay::linear};
+  CHECK(lr_at(flat, 0) == 2e-3);
+  CHECK(lr_at(flat, 20) == 2e-3);
+  CHECK(parse_decay("cosine") == ScheduleConfig::Decay::cosine);
+  CHECK(decay_name(ScheduleConfig::Decay::linear) == "linear");
+}
+
+TEST_CASE("schedule: errors") {
+  ScheduleConfig c;
+  c.total_steps = 1000;
+  c.decay_fraction = 1.5;
+  CHECK(error_of([&] { lr_at(c, 0); }) == "[schedule] decay_fraction 1.5 is outside [0, 1]");
+  c.decay_fraction = 0.95;
+  CHECK(error_of([&] { lr_at(c, 0); }) ==
+        "[schedule] warmup_steps 100 plus 950 decay steps exceed total_steps 1000");
+  c.decay_fraction = 0.1;
+  c.min_lr_ratio = -0.5;
+  CHECK(error_of([&] { validate(c); }) == "[schedule] min_lr_ratio -0.5 is outside [0, 1]");
+  c.min_lr_ratio = 0;
+  c.lr = 0;
+  CHECK(error_of([&] { validate(c); }) == "[schedule] lr 0 must be positive");
+  c.lr = 1e-3;
+  CHECK(error_of([&] { lr_at(c, -1); }) == "[schedule] step -1 is negative");
+  CHECK(error_of([&] { lr_at(ScheduleConfig{}, 0); }) == "[schedule] total_steps must be positive, got 0");
+  CHECK(error_of([&] { parse_decay("step"); }) == "[schedule] unknown decay 'step' (linear, cosine)");
+}

@@ -1,0 +1,219 @@
+// Training data: a byte-level tokenizer, corpus reading, token shards and the window loader.
+//
+//   TokenData data = load_tokens("/usr/share/games/fortunes", 0.05, 0);   // or a shard directory
+//   WindowLoader loader(data.train, /*seq_len=*/128, /*batch_size=*/16, /*seed=*/0);
+//   Batch b = loader.next();              // b.inputs, b.targets: [16, 128] i64
+//   Json saved = loader.state().to_json();
+//   ...
+//   loader.restore(LoaderState::from_json(saved));   // yields the batches that followed the save
+//
+// Token ids: 0..255 are bytes, 256 ends a document (kEndOfDocument). A corpus becomes one token
+// stream, each document followed by kEndOfDocument; windows are cut from that stream and may
+// span document (and shard) boundaries.
+//
+// Token shard files (DESIGN.md section 4), all integers little-endian:
+//   offset  0  8 bytes  magic "COTANTOK"
+//   offset  8  u32      version, 1
+//   offset 12  u32      token dtype: 1 = u16, 2 = u32
+//   offset 16  u64      token count n
+//   offset 24  n tokens of that dtype; the file is exactly 24 + n * (2 or 4) bytes long.
+// Shards are read through mmap; a TokenShard keeps its mapping alive, and so does every
+// TokenSequence that holds it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "nn/json.hpp"
+#include "tensor/tensor.hpp"
+
+namespace cotan::train {
+
+// ---- byte-level tokenizer ----
+
+inline constexpr int32_t kEndOfDocument = 256;
+inline constexpr int32_t kByteVocab = 257;
+
+// One id per byte (any bytes, UTF-8 or not); no kEndOfDocument is added.
+std::vector<int32_t> encode(std::string_view text);
+// The bytes back; each kEndOfDocument is rendered as `eod` (nothing by default, "\n" or a
+// marker such as "<|eod|>" when showing samples). Ids outside [0, 256] throw.
+std::string decode(std::span<const int32_t> ids, std::string_view eod = "");
+// The documents encoded one after another, each followed by kEndOfDocument.
+std::vector<int32_t> encode_documents(const std::vector<std::string>& documents);
+
+// ---- corpus reading ----
+
+// "/usr/share/games/fortunes" (Debian's fortunes package: English fortune files); throws when it
+// is missing, saying how to install it or to pass --data.
+std::string default_corpus_path();
+
+// The documents of one file's text. A text with at least one line consisting only of "%" (the
+// fortune format; a trailing '\r' is allowed) is split at those lines, each document keeping its
+// lines verbatim up to the separator (with their newlines); any other text is one document.
+// Documents holding only whitespace are dropped.
+std::vector<std::string> split_documents(std::string_view text);
+
+// The files read_documents reads for `path`, in the order it reads them: `path` itself when it is
+// a file; for a directory, its regular files found recursively, sorted by path, skipping
+// - hidden entries (names starting with '.'),
+// - strfile indexes: "X.dat" next to a file "X",
+// - a file reached twice (Debian's "X.u8 -> X" symlinks): only the first path in order is kept,
+// - the subdirectories of a fortune database, a directory holding strfile indexes: Debian
+//   installs offensive (off/) and other-language collections there.
+// Symbolic links to directories are not followed.
+std::vector<std::string> corpus_files(const std::string& path);
+
+// The documents of every file of corpus_files(path), in order. Errors:
+// "[data] PATH: no such file or directory", "[data] PATH: the corpus is empty".
+std::vector<std::string> read_documents(const std::string& path);
+
+// Splits documents into (train, validation) deterministically from the seed: each document gets a
+// Philox key, and the round(val_fraction * n) documents with the smallest keys go to validation,
+// at least one and at most n - 1 when n >= 2 and val_fraction > 0. Both keep the input order.
+struct DocumentSplit {
+  std::vector<std::string> train, val;
+};
+DocumentSplit split_train_val(std::vector<std::string> documents, double val_fraction, uint64_t seed);
+
+// ---- token shards ----
+
+enum class TokenDType : uint32_t { u16 = 1, u32 = 2 };
+
+inline constexpr char kShardMagic[8] = {'C', 'O', 'T', 'A', 'N', 'T', 'O', 'K'};
+inline constexpr uint32_t kShardVersion = 1;
+inline constexpr size_t kShardHeaderBytes = 24;
+
+// A validated, memory-mapped shard. Copies share the mapping.
+class TokenShard {
+ public:
+  // Errors name the file: too short for a header, bad magic, unsupported version, unknown dtype,
+  // a token count that does not match the file size.
+  static TokenShard open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  TokenDType dtype() const { return dtype_; }
+  uint64_t size() const { return count_; }
+  const void* data() const { return data_; }  // the first token
+  int64_t operator[](uint64_t i) const;       // unchecked
+  std::vector<int32_t> to_vector() const;
+
+ private:
+  std::string path_;
+  TokenDType dtype_ = TokenDType::u16;
+  uint64_t count_ = 0;
+  const void* data_ = nullptr;
+  std::shared_ptr<const void> mapping_;
+};
+
+// Writes a shard atomically (a temporary file in the same directory, then rename): u16 when every
+// id is below 65536, otherwise u32. Negative ids throw.
+void write_token_shard(const std::string& path, std::span<const int32_t> tokens);
+
+// ---- token sequences ----
+
+// A read-only token stream made of chunks (owned vectors or mapped shards) laid end to end.
+class TokenSequence {
+ public:
+  TokenSequence() = default;
+  explicit TokenSequence(std::vector<int32_t> tokens);
+  explicit TokenSequence(const TokenShard& shard);
+
+  void append(const TokenSequence& other);
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  int64_t operator[](uint64_t i) const;  // bounds checked
+  // Copies tokens [start, start + count) to out; throws when the range runs past the end.
+  void copy_to(uint64_t start, uint64_t count, int64_t* out) const;
+  std::vector<int32_t> to_vector() const;
+
+ private:
+  struct Chunk {
+    std::shared_ptr<const void> owner;  // keeps `data` alive
+    const void* data = nullptr;
+    TokenDType dtype = TokenDType::u32;
+    uint64_t start = 0;  // position of the chunk's first token in the sequence
+    uint64_t size = 0;
+  };
+  size_t chunk_index(uint64_t position) const;
+  std::vector<Chunk> chunks_;
+  uint64_t size_ = 0;
+};
+
+struct TokenData {
+  TokenSequence train, val;
+};
+
+// Tokens for `--data PATH`:
+// - a token shard file (a ".tok" name or the shard magic): all of it is training data, no
+//   validation;
+// - a directory holding train-*.tok shards: those (sorted by name) are the training split and its
+//   val-*.tok shards (possibly none) the validation split;
+// - anything else is a text corpus: read_documents, split_train_val(val_fraction, seed), each
+//   split encoded with encode_documents.
+// val_fraction and seed only apply to text corpora; `cotan tokenize` with the same fraction and
+// seed writes shards holding the same two token streams.
+TokenData load_tokens(const std::string& path, double val_fraction, uint64_t seed);
+
+// ---- batches ----
+
+struct Batch {
+  Tensor inputs;   // [B, T] i64
+  Tensor targets;  // [B, T] i64: the next token after each input
+};
+
+// Where a WindowLoader is: enough to rebuild it on the same tokens. seq_len and tokens are checked
+// on restore, so that a state cannot silently be applied to other data.
+struct LoaderState {
+  uint64_t seed = 0;
+  uint64_t epoch = 0;
+  uint64_t position = 0;  // windows of this epoch already handed out (< the epoch's windows)
+  int64_t seq_len = 0;
+  uint64_t tokens = 0;  // size of the training sequence
+
+  Json to_json() const;
+  static LoaderState from_json(const Json& json);
+  bool operator==(const LoaderState&) const = default;
+};
+
+// Draws windows of seq_len + 1 tokens from the training sequence; the first seq_len are the
+// inputs, the last seq_len the targets. Epoch e cuts the stream into windows of stride seq_len
+// from an offset in [0, seq_len) and visits them in a random order; both come from Philox keyed
+// by the seed (stream: epoch), so a loader is a pure function of (seed, epoch, position). A batch
+// that runs past the end of an epoch continues with the next one.
+class WindowLoader {
+ public:
+  // Throws "[data] seq_len 512 needs at least 513 tokens, but the training split has 300".
+  WindowLoader(TokenSequence tokens, int64_t seq_len, int64_t batch_size, uint64_t seed);
+
+  Batch next();
+  LoaderState state() const;
+  void restore(const LoaderState& state);
+
+  int64_t seq_len() const { return seq_len_; }
+  int64_t batch_size() const { return batch_size_; }
+  uint64_t epoch() const { return epoch_; }  // of the next window; advances as an epoch runs out
+  uint64_t windows_in_epoch() const { return order_.size(); }
+
+ private:
+  void start_epoch(uint64_t epoch);
+
+  TokenSequence tokens_;
+  int64_t seq_len_, batch_size_;
+  uint64_t seed_;
+  uint64_t epoch_ = 0, position_ = 0;
+  uint64_t offset_ = 0;          // the first window's start in this epoch
+  std::vector<uint64_t> order_;  // window indices of this epoch, in visiting order
+};
+
+// Consecutive windows of seq_len + 1 tokens, stride seq_len (each token is a target once), from
+// the start of `tokens`, batch_size rows per batch; the last batch may have fewer rows. At most
+// max_batches batches (0: all). Empty when the tokens are fewer than seq_len + 1.
+std::vector<Batch> validation_batches(const TokenSequence& tokens, int64_t seq_len, int64_t batch_size,
+                                      int64_t max_batches = 0);
+
+}  // namespace cotan::train

@@ -1,0 +1,280 @@
+// Token shards (mmap reading, atomic writing), token sequences and load_tokens.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "train/data.hpp"
+
+namespace cotan::train {
+
+namespace fs = std::filesystem;
+
+// Tokens and header fields are copied to and from memory as they are: the formats are
+// little-endian, and so must the host be.
+static_assert(std::endian::native == std::endian::little, "token shards assume a little-endian host");
+
+namespace {
+
+size_t dtype_width(TokenDType dtype) { return dtype == TokenDType::u16 ? 2 : 4; }
+
+struct Mapping {
+  void* addr = nullptr;
+  size_t length = 0;
+  Mapping(void* a, size_t n) : addr(a), length(n) {}
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  ~Mapping() { munmap(addr, length); }
+};
+
+template <class T>
+T read_field(const unsigned char* bytes, size_t offset) {
+  T value;
+  std::memcpy(&value, bytes + offset, sizeof value);
+  return value;
+}
+
+int64_t token_at(const void* data, TokenDType dtype, uint64_t i) {
+  if (dtype == TokenDType::u16) return static_cast<const uint16_t*>(data)[i];
+  return static_cast<const uint32_t*>(data)[i];
+}
+
+void copy_tokens(const void* data, TokenDType dtype, uint64_t start, uint64_t count, int64_t* out) {
+  if (dtype == TokenDType::u16) {
+    const uint16_t* p = static_cast<const uint16_t*>(data) + start;
+    std::copy(p, p + count, out);
+  } else {
+    const uint32_t* p = static_cast<const uint32_t*>(data) + start;
+    std::copy(p, p + count, out);
+  }
+}
+
+bool has_shard_magic(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;
+  char magic[sizeof kShardMagic] = {};
+  const bool ok = std::fread(magic, 1, sizeof magic, f) == sizeof magic &&
+                  std::memcmp(magic, kShardMagic, sizeof magic) == 0;
+  std::fclose(f);
+  return ok;
+}
+
+bool starts_with(const std::string& s, std::string_view prefix) { return s.rfind(prefix, 0) == 0; }
+bool ends_with(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The *.tok files directly in `dir`, by name.
+std::vector<std::string> shard_names(const fs::path& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (ends_with(name, ".tok") && it->is_regular_file(ec)) names.push_back(name);
+  }
+  if (ec) fail("data", dir.string(), ": cannot list: ", ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TokenSequence read_shards(const fs::path& dir, const std::vector<std::string>& names, std::string_view prefix) {
+  TokenSequence tokens;
+  for (const std::string& name : names)
+    if (starts_with(name, prefix)) tokens.append(TokenSequence(TokenShard::open((dir / name).string())));
+  return tokens;
+}
+
+}  // namespace
+
+// ---- shards ----
+
+TokenShard TokenShard::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("data", path, ": cannot open: ", std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail("data", path, ": cannot stat: ", std::strerror(err));
+  }
+  const size_t file_size = size_t(st.st_size);
+  if (file_size < kShardHeaderBytes) {
+    ::close(fd);
+    fail("data", path, ": ", file_size, " bytes is too short for a token shard (the header alone is ",
+         kShardHeaderBytes, ")");
+  }
+  void* addr = mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);
+  if (addr == MAP_FAILED) fail("data", path, ": cannot map: ", std::strerror(err));
+  auto mapping = std::make_shared<Mapping>(addr, file_size);
+
+  const auto* bytes = static_cast<const unsigned char*>(addr);
+  if (std::memcmp(bytes, kShardMagic, sizeof kShardMagic) != 0)
+    fail("data", path, ": not a token shard (the magic is not COTANTOK)");
+  const auto version = read_field<uint32_t>(bytes, 8);
+  if (version != kShardVersion)
+    fail("data", path, ": token shard version ", version, " is not supported (expected ", kShardVersion, ")");
+  const auto code = read_field<uint32_t>(bytes, 12);
+  if (code != uint32_t(TokenDType::u16) && code != uint32_t(TokenDType::u32))
+    fail("data", path, ": unknown token dtype code ", code, " (1 = u16, 2 = u32)");
+  const auto dtype = TokenDType(code);
+  const auto count = read_field<uint64_t>(bytes, 16);
+  const size_t width = dtype_width(dtype), payload = file_size - kShardHeaderBytes;
+  if (payload % width != 0 || payload / width != count)
+    fail("data", path, ": the header says ", count, " tokens, but the file holds ", payload,
+         " bytes of ", width, "-byte tokens after the header");
+
+  TokenShard shard;
+  shard.path_ = path;
+  shard.dtype_ = dtype;
+  shard.count_ = count;
+  shard.data_ = bytes + kShardHeaderBytes;
+  shard.mapping_ = std::move(mapping);
+  return shard;
+}
+
+int64_t TokenShard::operator[](uint64_t i) const { return token_at(data_, dtype_, i); }
+
+std::vector<int32_t> TokenShard::to_vector() const {
+  std::vector<int64_t> wide(count_);
+  copy_tokens(data_, dtype_, 0, count_, wide.data());
+  return std::vector<int32_t>(wide.begin(), wide.end());
+}
+
+void write_token_shard(const std::string& path, std::span<const int32_t> tokens) {
+  int32_t max_id = 0;
+  for (int32_t id : tokens) {
+    if (id < 0) fail("data", path, ": token id ", id, " is negative");
+    max_id = std::max(max_id, id);
+  }
+  const TokenDType dtype = max_id < 65536 ? TokenDType::u16 : TokenDType::u32;
+
+  unsigned char header[kShardHeaderBytes];
+  const uint32_t version = kShardVersion, code = uint32_t(dtype);
+  const uint64_t count = tokens.size();
+  std::memcpy(header, kShardMagic, sizeof kShardMagic);
+  std::memcpy(header + 8, &version, 4);
+  std::memcpy(header + 12, &code, 4);
+  std::memcpy(header + 16, &count, 8);
+
+  // The temporary name sits in the target's directory, so that rename() is atomic.
+  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(temp.c_str(), "wb");
+  if (!f) fail("data", "cannot write ", path, ": ", std::strerror(errno));
+  int err = 0;  // the first failure's errno
+  auto io = [&](bool good) {
+    if (!good && err == 0) err = errno ? errno : EIO;
+    return good;
+  };
+  io(std::fwrite(header, 1, sizeof header, f) == sizeof header);
+  if (dtype == TokenDType::u32) {
+    io(err == 0 && std::fwrite(tokens.data(), 4, tokens.size(), f) == tokens.size());
+  } else {
+    constexpr size_t kBlock = size_t(1) << 20;
+    std::vector<uint16_t> block;
+    for (size_t begin = 0; err == 0 && begin < tokens.size(); begin += kBlock) {
+      const size_t n = std::min(kBlock, tokens.size() - begin);
+      block.assign(tokens.begin() + std::ptrdiff_t(begin), tokens.begin() + std::ptrdiff_t(begin + n));
+      io(std::fwrite(block.data(), 2, n, f) == n);
+    }
+  }
+  io(err == 0 && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0);
+  io(std::fclose(f) == 0);
+  if (err == 0) io(std::rename(temp.c_str(), path.c_str()) == 0);
+  if (err != 0) {
+    std::remove(temp.c_str());
+    fail("data", "cannot write ", path, ": ", std::strerror(err));
+  }
+}
+
+// ---- sequences ----
+
+TokenSequence::TokenSequence(std::vector<int32_t> tokens) {
+  for (int32_t id : tokens)
+    if (id < 0) fail("data", "token id ", id, " is negative");
+  if (tokens.empty()) return;
+  auto owned = std::make_shared<const std::vector<int32_t>>(std::move(tokens));
+  // Non-negative int32 values read the same as uint32.
+  chunks_.push_back({owned, owned->data(), TokenDType::u32, 0, owned->size()});
+  size_ = owned->size();
+}
+
+TokenSequence::TokenSequence(const TokenShard& shard) {
+  if (shard.size() == 0) return;
+  // The aliasing constructor would do; sharing through a copy of the shard is simpler.
+  auto owner = std::make_shared<const TokenShard>(shard);
+  chunks_.push_back({owner, shard.data(), shard.dtype(), 0, shard.size()});
+  size_ = shard.size();
+}
+
+void TokenSequence::append(const TokenSequence& other) {
+  for (Chunk chunk : other.chunks_) {
+    chunk.start += size_;
+    chunks_.push_back(std::move(chunk));
+  }
+  size_ += other.size_;
+}
+
+size_t TokenSequence::chunk_index(uint64_t position) const {
+  auto it = std::upper_bound(chunks_.begin(), chunks_.end(), position,
+                             [](uint64_t p, const Chunk& c) { return p < c.start; });
+  return size_t(it - chunks_.begin()) - 1;
+}
+
+int64_t TokenSequence::operator[](uint64_t i) const {
+  if (i >= size_) fail("data", "token index ", i, " is out of range for ", size_, " tokens");
+  const Chunk& c = chunks_[chunk_index(i)];
+  return token_at(c.data, c.dtype, i - c.start);
+}
+
+void TokenSequence::copy_to(uint64_t start, uint64_t count, int64_t* out) const {
+  if (start > size_ || count > size_ - start)
+    fail("data", "tokens [", start, ", ", start + count, ") are out of range for ", size_, " tokens");
+  for (size_t k = count ? chunk_index(start) : chunks_.size(); count > 0; ++k) {
+    const Chunk& c = chunks_[k];
+    const uint64_t local = start - c.start, n = std::min(count, c.size - local);
+    copy_tokens(c.data, c.dtype, local, n, out);
+    out += n, start += n, count -= n;
+  }
+}
+
+std::vector<int32_t> TokenSequence::to_vector() const {
+  std::vector<int64_t> wide(size_);
+  copy_to(0, size_, wide.data());
+  return std::vector<int32_t>(wide.begin(), wide.end());
+}
+
+// ---- load_tokens ----
+
+TokenData load_tokens(const std::string& path, double val_fraction, uint64_t seed) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) fail("data", path, ": no such file or directory");
+
+  if (fs::is_regular_file(status) && (ends_with(path, ".tok") || has_shard_magic(path)))
+    return {TokenSequence(TokenShard::open(path)), TokenSequence()};
+
+  if (fs::is_directory(status)) {
+    const std::vector<std::string> names = shard_names(path);
+    if (!names.empty()) {
+      TokenData data{read_shards(path, names, "train-"), read_shards(path, names, "val-")};
+      if (data.train.empty() &&
+          std::none_of(names.begin(), names.end(), [](const std::string& n) { return starts_with(n, "train-"); }))
+        fail("data", path, ": holds .tok files but no train-*.tok shards");
+      return data;
+    }
+  }
+
+  DocumentSplit split = split_train_val(read_documents(path), val_fraction, seed);
+  return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val))};
+}
+
+}  // namespace cotan::train

@@ -1,0 +1,103 @@
+// Distillation losses (DESIGN.md 1.2) and next-token cross-entropy.
+//
+// Per token t, with teacher logits u, student logits s over the student's vocabulary V and
+// temperature tau, p = softmax(u / tau) (teacher), q = softmax(s / tau) (student):
+//
+//   fkl        tau^2 sum_v p_v (log p_v - log q_v)               dL/ds_v = tau (q_v - p_v)
+//   rkl        tau^2 sum_v q_v (log q_v - log p_v)               dL/ds_v = tau q_v [d_v - sum_w q_w d_w],
+//                                                                 d = log q - log p
+//   jsd(beta)  M = beta p + (1 - beta) q,
+//              tau^2 [beta KL(p || M) + (1 - beta) KL(q || M)]   dL/ds_v = tau (1 - beta) q_v [e_v - sum_w q_w e_w],
+//                                                                 e = log q - log M
+//   CE         log sum_v exp(s_v) - s_target   (temperature 1)   dL/ds_v = softmax(s)_v - [v = target]
+//
+//   total = kd_ratio * KD + (1 - kd_ratio) * CE
+//
+// Shapes: logits are [N, V] or [B, T, V] (B * T = N tokens); targets are [N] or [B, T], i32 or
+// i64. A target of -100 (kIgnoreIndex, the HF / torch convention) marks a token that takes no part
+// in any loss: not in KD, not in CE, not in the teacher entropy; its gradient row is 0. Every part
+// is a mean over the counted (not ignored) tokens; with no counted token every part is 0 and so is
+// the gradient. Targets may be an undefined Tensor when no CE is needed (kd_ratio = 1): every
+// token is then counted.
+//
+// The teacher is a constant: no gradient flows into its logits. Its vocabulary may be larger than
+// the student's only with slice_teacher_vocab (the first V columns are used; the rest are padding
+// rows of the teacher's head). The teacher's dtype may differ from the student's (a bf16 teacher
+// with an f32 student); values are converted to the student's compute type.
+//
+// Skipped parts: with kd_ratio = 1 the CE is not computed (reported as 0); with kd_ratio = 0 the
+// KD loss and the teacher entropy are not computed (reported as 0) and the teacher is not read
+// (it may be undefined). Reported values are 0 rather than NaN so that averages over steps stay
+// finite.
+//
+// Two implementations of the same math:
+//   distill_loss           the fused CPU kernel. Rows are cut into chunks of chunk_rows, run in
+//                          parallel; each row is read a few times while it sits in cache, giving
+//                          both log-sum-exps, the row's losses and its gradient dL/ds in one go.
+//                          The gradient (already scaled by kd_ratio / count) goes straight into
+//                          one preallocated buffer of the student's shape and dtype: the only
+//                          N x V allocation. Other temporaries are one row per worker thread, and
+//                          N per-row losses, summed in row order (the same bits whatever
+//                          chunk_rows and the thread count). The pullback is g * that buffer (the
+//                          buffer itself when g = 1: cotangents are read-only). No buffer is made
+//                          when the student logits are not tracked or grad mode is off.
+//                          f64 computes in f64; f32 and bf16 in f32; row sums accumulate in f64.
+//   distill_loss_composed  the same losses from primitive ops (log_softmax, exp, sum, gather...),
+//                          differentiated by the engine: the oracle the fused kernel is tested
+//                          against, and the fallback on devices without a fused kernel.
+// Non-contiguous logits are copied to a contiguous layout first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tensor/tensor.hpp"
+
+namespace cotan::train {
+
+inline constexpr int64_t kIgnoreIndex = -100;
+
+enum class KdLoss { fkl, rkl, jsd };
+
+struct LossConfig {
+  KdLoss kind = KdLoss::fkl;
+  double temperature = 1.0;   // tau > 0
+  double jsd_beta = 0.5;      // 0 < beta < 1, for jsd
+  double kd_ratio = 1.0;      // in [0, 1]; 1 = pure KD (the paper), 0 = pure CE
+  int64_t chunk_rows = 128;   // rows per parallel chunk of the fused kernel (does not change results)
+  bool slice_teacher_vocab = false;  // use the teacher's first V columns when its vocabulary is larger
+};
+
+// "fkl", "rkl" or "jsd"; throws "[loss] unknown KD loss 'x' (known: fkl, rkl, jsd)".
+KdLoss parse_kd_loss(std::string_view name);
+// Sets config.kind (and config.jsd_beta for "jsd:<beta>", e.g. "jsd:0.3") from a command-line spec.
+void set_kd_loss(LossConfig& config, std::string_view spec);
+std::string_view kd_loss_name(KdLoss kind);
+// "fkl", "rkl" or "jsd:0.5": the spec set_kd_loss reads back.
+std::string kd_loss_spec(const LossConfig& config);
+
+// Scalars of the student's compute dtype (f64 or f32). total is differentiable with respect to
+// the student logits; kd, ce and teacher_entropy are detached, for logging. teacher_entropy is the
+// mean over counted tokens of H(softmax(u / tau)), so soft cross-entropy = kd / tau^2 + entropy.
+struct LossParts {
+  Tensor total;
+  Tensor kd;
+  Tensor ce;
+  Tensor teacher_entropy;
+  int64_t tokens = 0;  // counted (not ignored) tokens
+};
+
+// Fused (CPU): see above. Errors name both shapes, e.g.
+// "[loss] teacher logits [2, 4, 257] do not match the student logits [2, 5, 257]".
+LossParts distill_loss(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
+                       const LossConfig& config = {});
+// Composed from primitive ops: the oracle; any device.
+LossParts distill_loss_composed(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
+                                const LossConfig& config = {});
+
+// Mean next-token cross-entropy over non-ignored tokens (the fused kernel with kd_ratio = 0).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets);
+
+}  // namespace cotan::train

@@ -1,0 +1,203 @@
+#include "train/optim.hpp"
+
+#include <cmath>
+#include <numbers>
+#include <set>
+
+#include "autograd/autograd.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::train {
+
+namespace {
+
+const std::string exp_avg_prefix = "exp_avg.";
+const std::string exp_avg_sq_prefix = "exp_avg_sq.";
+
+// The dtype the update and the moments use for a parameter of dtype `t`.
+DType work_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
+
+void check_unit_interval(double value, const char* name) {
+  check(value >= 0.0 && value < 1.0, "adamw", name, " ", value, " is outside [0, 1)");
+}
+
+}  // namespace
+
+AdamW::AdamW(const AdamWConfig& config, std::vector<nn::ParamSpec> specs)
+    : config_(config), specs_(std::move(specs)) {
+  check_unit_interval(config_.beta1, "beta1");
+  check_unit_interval(config_.beta2, "beta2");
+  check(std::isfinite(config_.eps) && config_.eps > 0.0, "adamw", "eps ", config_.eps, " must be positive");
+  check(std::isfinite(config_.weight_decay) && config_.weight_decay >= 0.0, "adamw", "weight_decay ",
+        config_.weight_decay, " must be >= 0");
+  std::set<std::string> seen;
+  for (const nn::ParamSpec& s : specs_)
+    check(seen.insert(s.name).second, "adamw", "parameter '", s.name, "' is declared twice");
+}
+
+void AdamW::step(nn::Params& ps, const nn::Params& grads, double lr) {
+  check(std::isfinite(lr) && lr >= 0.0, "adamw", "learning rate ", lr, " must be finite and >= 0");
+  // Check everything before touching anything, so a failed step leaves ps and the state as they were.
+  for (const nn::ParamSpec& s : specs_) {
+    auto p = ps.find(s.name);
+    check(p != ps.end(), "adamw", "missing parameter '", s.name, "'");
+    auto g = grads.find(s.name);
+    check(g != grads.end(), "adamw", "no gradient for '", s.name, "'");
+    check(p->second.shape() == s.shape, "adamw", "parameter '", s.name, "' has shape ", to_string(p->second.shape()),
+          " but was declared with ", to_string(s.shape));
+    check(g->second.shape() == s.shape, "adamw", "gradient of '", s.name, "' has shape ",
+          to_string(g->second.shape()), ", the parameter ", to_string(s.shape));
+    check(is_floating(p->second.dtype()) && is_floating(g->second.dtype()), "adamw", "parameter '", s.name,
+          "' and its gradient must be floating, got ", p->second.dtype(), " and ", g->second.dtype());
+  }
+
+  NoGrad no_grad;
+  const double t = double(steps_ + 1);
+  const double bias1 = 1.0 - std::pow(config_.beta1, t);
+  const double bias2_sqrt = std::sqrt(1.0 - std::pow(config_.beta2, t));
+  const double step_size = lr / bias1;
+  const double shrink = 1.0 - lr * config_.weight_decay;
+  for (const nn::ParamSpec& s : specs_) {
+    Tensor& p = ps.at(s.name);
+    const DType work = work_dtype(p.dtype());
+    Tensor pw = cast(p, work);
+    Tensor g = cast(grads.at(s.name), work);
+    Tensor& m = exp_avg_[s.name];
+    Tensor& v = exp_avg_sq_[s.name];
+    // Loaded moments take the parameter's device and working dtype (no-ops after the first step).
+    m = m.defined() ? to(cast(m, work), p.device()) : zeros(s.shape, work, p.device());
+    v = v.defined() ? to(cast(v, work), p.device()) : zeros(s.shape, work, p.device());
+
+    if (s.decay && config_.weight_decay != 0.0) pw = pw * shrink;
+    m = m * config_.beta1 + g * (1.0 - config_.beta1);
+    v = v * config_.beta2 + square(g) * (1.0 - config_.beta2);
+    Tensor denom = sqrt(v) / bias2_sqrt + config_.eps;
+    pw = pw - (m / denom) * step_size;
+    p = cast(pw, p.dtype());
+  }
+  ++steps_;
+}
+
+nn::Params AdamW::state_tensors() const {
+  nn::Params out;
+  for (const auto& [name, m] : exp_avg_) out.emplace(exp_avg_prefix + name, m);
+  for (const auto& [name, v] : exp_avg_sq_) out.emplace(exp_avg_sq_prefix + name, v);
+  return out;
+}
+
+void AdamW::load_state(const nn::Params& state, int64_t step) {
+  check(step >= 0, "adamw", "step ", step, " must be >= 0");
+  if (state.empty()) {
+    check(step == 0 || specs_.empty(), "adamw", "no optimizer state to resume step ", step, " from");
+    exp_avg_.clear();
+    exp_avg_sq_.clear();
+    steps_ = step;
+    return;
+  }
+  nn::Params m, v;
+  for (const nn::ParamSpec& s : specs_) {
+    for (const auto& [prefix, into] : {std::pair{&exp_avg_prefix, &m}, std::pair{&exp_avg_sq_prefix, &v}}) {
+      const std::string name = *prefix + s.name;
+      auto it = state.find(name);
+      check(it != state.end(), "adamw", "optimizer state has no tensor '", name, "'");
+      check(it->second.shape() == s.shape, "adamw", "optimizer state '", name, "' has shape ",
+            to_string(it->second.shape()), " but the parameter has ", to_string(s.shape));
+      check(is_floating(it->second.dtype()), "adamw", "optimizer state '", name, "' has dtype ",
+            it->second.dtype());
+      into->emplace(s.name, it->second.detach());
+    }
+  }
+  if (state.size() != 2 * specs_.size())
+    for (const auto& [name, t] : state) {
+      bool known = (name.starts_with(exp_avg_prefix) && m.count(name.substr(exp_avg_prefix.size()))) ||
+                   (name.starts_with(exp_avg_sq_prefix) && v.count(name.substr(exp_avg_sq_prefix.size())));
+      check(known, "adamw", "unexpected optimizer state tensor '", name, "'");
+    }
+  exp_avg_ = std::move(m);
+  exp_avg_sq_ = std::move(v);
+  steps_ = step;
+}
+
+double global_norm(const nn::Params& grads) {
+  NoGrad no_grad;
+  double total = 0.0;
+  for (const auto& [name, g] : grads) {
+    check(is_floating(g.dtype()), "global_norm", "gradient '", name, "' has dtype ", g.dtype());
+    total += sum(square(cast(g, DType::f64))).item<double>();
+  }
+  return std::sqrt(total);
+}
+
+double clip_grad_norm(nn::Params& grads, double max_norm) {
+  check(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be positive");
+  const double norm = global_norm(grads);
+  if (std::isfinite(norm) && norm > max_norm) {
+    NoGrad no_grad;
+    const double scale = max_norm / (norm + 1e-6);
+    for (auto& [name, g] : grads) g = g * scale;
+  }
+  return norm;
+}
+
+void accumulate(nn::Params& into, const nn::Params& grads, double scale) {
+  for (const auto& [name, g] : grads) {
+    auto it = into.find(name);
+    if (it != into.end())
+      check(it->second.shape() == g.shape(), "accumulate", "gradient '", name, "' has shape ", to_string(g.shape()),
+            " but the sum has ", to_string(it->second.shape()));
+    check(is_floating(g.dtype()), "accumulate", "gradient '", name, "' has dtype ", g.dtype());
+  }
+  NoGrad no_grad;
+  for (const auto& [name, g] : grads) {
+    Tensor term = scale == 1.0 ? g.detach() : g * scale;
+    auto it = into.find(name);
+    if (it == into.end())
+      into.emplace(name, term);
+    else
+      it->second = it->second + cast(term, it->second.dtype());
+  }
+}
+
+// ---- schedule ----
+
+int64_t decay_steps(const ScheduleConfig& c) {
+  validate(c);
+  return std::llround(c.decay_fraction * double(c.total_steps));
+}
+
+void validate(const ScheduleConfig& c) {
+  check(std::isfinite(c.lr) && c.lr > 0.0, "schedule", "lr ", c.lr, " must be positive");
+  check(c.min_lr_ratio >= 0.0 && c.min_lr_ratio <= 1.0, "schedule", "min_lr_ratio ", c.min_lr_ratio,
+        " is outside [0, 1]");
+  check(c.decay_fraction >= 0.0 && c.decay_fraction <= 1.0, "schedule", "decay_fraction ", c.decay_fraction,
+        " is outside [0, 1]");
+  check(c.total_steps > 0, "schedule", "total_steps must be positive, got ", c.total_steps);
+  check(c.warmup_steps >= 0, "schedule", "warmup_steps must be >= 0, got ", c.warmup_steps);
+  const int64_t decay = std::llround(c.decay_fraction * double(c.total_steps));
+  check(c.warmup_steps + decay <= c.total_steps, "schedule", "warmup_steps ", c.warmup_steps, " plus ", decay,
+        " decay steps exceed total_steps ", c.total_steps);
+}
+
+double lr_at(const ScheduleConfig& c, int64_t step) {
+  check(step >= 0, "schedule", "step ", step, " is negative");
+  const int64_t decay = decay_steps(c);
+  const int64_t decay_start = c.total_steps - decay;
+  if (step < c.warmup_steps) return c.lr * double(step + 1) / double(c.warmup_steps);
+  if (step < decay_start || decay == 0) return c.lr;
+  const double min_lr = c.min_lr_ratio * c.lr;
+  const double p = std::min(double(step - decay_start) / double(decay), 1.0);
+  const double f = c.decay == ScheduleConfig::Decay::linear ? 1.0 - p : 0.5 * (1.0 + std::cos(std::numbers::pi * p));
+  return min_lr + (c.lr - min_lr) * f;
+}
+
+std::string decay_name(ScheduleConfig::Decay decay) {
+  return decay == ScheduleConfig::Decay::linear ? "linear" : "cosine";
+}
+
+ScheduleConfig::Decay parse_decay(const std::string& name) {
+  if (name == "linear") return ScheduleConfig::Decay::linear;
+  if (name == "cosine") return ScheduleConfig::Decay::cosine;
+  fail("schedule", "unknown decay '", name, "' (linear, cosine)");
+}
+
+}  // namespace cotan::train

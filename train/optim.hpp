@@ -1,0 +1,97 @@
+// AdamW, gradient norms and clipping, gradient accumulation and the warmup-stable-decay schedule.
+//
+//   AdamW opt(AdamWConfig{}, model.param_specs());
+//   double g = clip_grad_norm(grads, 1.0);        // the norm before clipping (DESIGN 1.3)
+//   opt.step(ps, grads, lr_at(schedule, step));
+//
+// Updates are functional, like the rest of the model API: step() computes each new parameter as
+// a new tensor and replaces the handle in `ps`; the old tensor's storage is never written, so a
+// view or a copy of the old Params held elsewhere keeps its values. clip_grad_norm and accumulate
+// replace gradient handles the same way. Everything here runs under NoGrad and is made of the
+// ordinary elementwise ops, so it runs on whatever device the tensors live on, and its results
+// do not depend on the number of threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nn/module.hpp"
+
+namespace cotan::train {
+
+struct AdamWConfig {
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
+};
+
+// Per parameter p with gradient g, at step t = steps() + 1 (PyTorch's AdamW):
+//   p <- p - lr * wd * p                      decoupled weight decay, only where spec.decay
+//   m <- beta1 m + (1 - beta1) g,   v <- beta2 v + (1 - beta2) g^2
+//   p <- p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+// The moments m and v are kept in f32, or in f64 for f64 parameters; bf16 parameters are
+// updated in f32 and rounded back. They start at zero and are created at the first step.
+class AdamW {
+ public:
+  AdamW(const AdamWConfig& config, std::vector<nn::ParamSpec> specs);
+
+  // Updates every declared parameter. `grads` must hold a gradient of the parameter's shape for
+  // each of them (other names in `grads` are ignored); lr must be finite and >= 0.
+  void step(nn::Params& ps, const nn::Params& grads, double lr);
+
+  // "exp_avg.<param>" and "exp_avg_sq.<param>" for every declared parameter; empty before the
+  // first step. With steps(), this is what a checkpoint saves.
+  nn::Params state_tensors() const;
+  // Restores state_tensors() and steps(). Every moment of every declared parameter must be
+  // present with the parameter's shape, and no other name; step 0 with an empty map resets.
+  void load_state(const nn::Params& state, int64_t step);
+  int64_t steps() const { return steps_; }
+
+  const AdamWConfig& config() const { return config_; }
+  const std::vector<nn::ParamSpec>& specs() const { return specs_; }
+
+ private:
+  AdamWConfig config_;
+  std::vector<nn::ParamSpec> specs_;
+  nn::Params exp_avg_, exp_avg_sq_;  // by parameter name
+  int64_t steps_ = 0;
+};
+
+// The L2 norm over all gradients together, summed in f64 in the map's (name) order.
+double global_norm(const nn::Params& grads);
+// Scales every gradient by max_norm / (norm + 1e-6) when the global norm exceeds max_norm
+// (max_norm > 0) and returns the norm before clipping. A non-finite norm is returned unclipped,
+// so the caller sees it.
+double clip_grad_norm(nn::Params& grads, double max_norm);
+
+// into[name] += scale * grads[name] for every gradient; a name missing from `into` starts from
+// zero. The sum keeps into's dtype (scale * grads when it starts).
+void accumulate(nn::Params& into, const nn::Params& grads, double scale);
+
+// Warmup-stable-decay. With W = warmup_steps, D = round(decay_fraction * total_steps) and
+// S = total_steps - D (the step the decay starts at), for step s (counted from 0):
+//   s <  W:         lr * (s + 1) / W             from lr / W up to lr at s = W - 1
+//   W <= s < S:     lr
+//   S <= s:         min + (lr - min) * f(p),  p = min((s - S) / D, 1),  min = min_lr_ratio * lr,
+//                   f(p) = 1 - p (linear) or (1 + cos(pi p)) / 2 (cosine)
+// so the decay starts at lr at step S and reaches min at step total_steps, one past the last
+// training step (as in HF get_wsd_schedule): no step is spent at lr 0. Needs W + D <= total_steps.
+struct ScheduleConfig {
+  enum class Decay { linear, cosine };
+  double lr = 1e-3;
+  double min_lr_ratio = 0.0;
+  int64_t warmup_steps = 100;
+  int64_t total_steps = 0;  // must be set
+  double decay_fraction = 0.1;
+  Decay decay = Decay::linear;
+};
+
+// Throws on invalid values: "[schedule] decay_fraction 1.5 is outside [0, 1]".
+void validate(const ScheduleConfig& config);
+int64_t decay_steps(const ScheduleConfig& config);  // D above
+double lr_at(const ScheduleConfig& config, int64_t step);
+
+// "linear" / "cosine", and back; unknown names throw "[schedule] unknown decay 'x' (linear, cosine)".
+std::string decay_name(ScheduleConfig::Decay decay);
+ScheduleConfig::Decay parse_decay(const std::string& name);
+
+}  // namespace cotan::train

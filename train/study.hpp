@@ -1,0 +1,43 @@
+// The paper's comparison as one job (`cotan distill` with no arguments): pretrain a teacher (or
+// reuse a cached one with the same config, data and settings), distill one student per attention
+// kind with the same data order and seed, and report a Table-1-style comparison with plots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/config.hpp"
+#include "train/trainer.hpp"
+
+namespace cotan::train {
+
+struct StudyVariant {
+  std::string name;  // "softmax", "affine(linear_clip)", ...
+  nn::AttentionConfig attention;
+};
+
+struct StudyConfig {
+  std::string data;              // empty: the default corpus
+  std::string run_dir;           // empty: runs/distill-<timestamp>
+  std::string cache_dir;         // empty: $XDG_CACHE_HOME/cotan or ~/.cache/cotan
+  std::string teacher = "tiny-teacher";
+  std::string student = "tiny-student";
+  int64_t teacher_steps = 200;
+  int64_t student_steps = 150;
+  int64_t seeds = 1;
+  int64_t stats_window = 500;    // grad-norm statistics over steps [0, window)
+  int64_t analysis_batches = 2;  // evaluation batches for the attention statistics
+  TrainConfig train;             // batch, seq_len, lr, loss... (steps and run_dir are set per run)
+  std::vector<StudyVariant> variants;  // empty: the six of the paper's comparison
+  bool quick = false;
+};
+
+std::vector<StudyVariant> default_variants();
+// A config sized to finish in about a minute on 2 cores.
+StudyConfig quick_study();
+StudyConfig default_study();
+
+// Runs the study and returns the run directory (table.md, table.csv, *.png, one folder per run).
+std::string run_study(StudyConfig config);
+
+}  // namespace cotan::train
