@@ -58,7 +58,7 @@ int cmd_tokenize(const Args& args) {
       ("help,h", "print this help")
       ("out", po::value<std::string>(), "output directory for train-*.tok and val-*.tok (created)")
       ("shard-tokens", po::value<uint64_t>()->default_value(100'000'000), "tokens per shard at most")
-      ("val-fraction", po::value<double>()->default_value(0.05), "fraction of documents for validation")
+      ("val-fraction", po::value<double>()->default_value(0.05, "0.05"), "fraction of documents for validation")
       ("seed", po::value<uint64_t>()->default_value(0), "seed of the train/validation split");
   po::options_description hidden;
   hidden.add_options()("input", po::value<std::vector<std::string>>(), "text files or directories");

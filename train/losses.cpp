@@ -3,9 +3,9 @@
 #include "train/losses.hpp"
 
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <Eigen/Core>
@@ -100,32 +100,20 @@ Inputs check_inputs(const Tensor& student, const Tensor& teacher, const Tensor& 
 DType compute_dtype(DType logits) { return logits == DType::f64 ? DType::f64 : DType::f32; }
 
 // ---- fused kernel ----
+//
+// A row is handled in blocks of kBlock columns that stay in L1: every pass over the row is a few
+// Eigen array expressions (vectorized exp and log) per block. Sums are taken per block in the
+// compute type by Eigen, whose order depends only on the block's length and the data's address,
+// and added up in f64 in block order: a row gives the same bits whichever thread computes it.
+
+constexpr int64_t kBlock = 1024;
 
 template <class T>
 using Row = Eigen::Array<T, Eigen::Dynamic, 1>;
 
-// Sums of K per-element terms over v < n, in f64, in 8 interleaved lanes combined pairwise: the
-// order depends only on n, so a row gives the same bits whichever thread computes it.
-template <size_t K, class Terms>
-std::array<double, K> lane_sums(int64_t n, Terms&& terms) {
-  constexpr int64_t kLanes = 8;
-  double lane[K][kLanes] = {};
-  int64_t v = 0;
-  for (; v + kLanes <= n; v += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) {
-      const auto t = terms(v + j);
-      for (size_t k = 0; k < K; ++k) lane[k][j] += double(t[k]);
-    }
-  for (int64_t j = 0; v + j < n; ++j) {
-    const auto t = terms(v + j);
-    for (size_t k = 0; k < K; ++k) lane[k][j] += double(t[k]);
-  }
-  std::array<double, K> out;
-  for (size_t k = 0; k < K; ++k) {
-    const double* l = lane[k];
-    out[k] = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-  }
-  return out;
+template <class C>
+Eigen::Map<const Row<C>> segment(const C* row, int64_t v0, int64_t len) {
+  return Eigen::Map<const Row<C>>(row + v0, len);
 }
 
 // A row of logits in the compute type, times `scale`: read in place when it already is one.
@@ -138,29 +126,33 @@ const C* load_row(const T* src, int64_t n, C scale, Row<C>& buffer) {
   return buffer.data();
 }
 
-// Softmax of one row x: keeps e = exp(x - m); log softmax_v = (x_v - m) - log_sum and
-// softmax_v = e_v * inv_sum. m is 0 for a row without a finite maximum (no inf - inf).
+// Softmax of one row x, keeping e = exp(x - m): log softmax = (x - m) - log_sum and
+// softmax = e * inv_sum. m is 0 for a row without a finite maximum (no inf - inf).
 template <class C>
 struct RowSoftmax {
   C m = 0, log_sum = 0, inv_sum = 0;
-  C log_prob(C x) const { return (x - m) - log_sum; }
 };
 
 template <class C>
 RowSoftmax<C> row_softmax(const C* x, int64_t n, Row<C>& e) {
-  Eigen::Map<const Row<C>> row(x, n);
-  C m = row.maxCoeff();
+  C m = Eigen::Map<const Row<C>>(x, n).maxCoeff();
   if (!std::isfinite(m)) m = C(0);
-  e = (row - m).exp();
-  const double sum = lane_sums<1>(n, [&](int64_t v) { return std::array{e[v]}; })[0];
+  e.resize(n);
+  double sum = 0;
+  for (int64_t v0 = 0; v0 < n; v0 += kBlock) {
+    const int64_t len = std::min(kBlock, n - v0);
+    auto block = e.segment(v0, len);
+    block = (segment(x, v0, len) - m).exp();
+    sum += double(block.sum());
+  }
   return {m, C(std::log(sum)), C(1.0 / sum)};
 }
 
-// One row of each intermediate, reused by every row a worker thread handles: the only
-// temporaries besides the gradient and the per-row losses.
+// One row of each intermediate (and one block of the gradient), reused by every row a worker
+// thread handles: the only temporaries besides the gradient and the per-row losses.
 template <class C>
 struct Scratch {
-  Row<C> a, a1, b, ea, e1, eb, log_m;
+  Row<C> a, a1, b, ea, e1, eb, log_m, grad_block;
 };
 
 struct RowLoss {
@@ -182,12 +174,12 @@ struct FusedRows {
   bool want_kd = false, want_ce = false;
   C tau = 1, inv_tau = 1, beta = 0.5;
   S* grad = nullptr;
-  C weight_kd = 0, weight_ce = 0;
+  C weight_kd = 0, weight_ce = 0;  // weight_ce is 0 without CE
 
   RowLoss row(int64_t r, Scratch<C>& sc) const {
     const int64_t n = vocab;
     S* g = grad ? grad + r * n : nullptr;
-    const int64_t target = targets ? targets[r] : 0;
+    const int64_t target = targets ? targets[r] : -1;
     if (targets && target == kIgnoreIndex) {
       if (g) std::fill_n(g, n, S{});
       return {};
@@ -198,10 +190,10 @@ struct FusedRows {
     const C* a = load_row(s, n, want_kd ? inv_tau : C(1), sc.a);
     const RowSoftmax<C> sq = row_softmax(a, n, sc.ea);
     const C* ea = sc.ea.data();
-    auto q = [&](int64_t v) { return ea[v] * sq.inv_sum; };
-    auto log_q = [&](int64_t v) { return sq.log_prob(a[v]); };
+    auto q = [&](int64_t v0, int64_t len) { return segment(ea, v0, len) * sq.inv_sum; };
+    auto log_q = [&](int64_t v0, int64_t len) { return (segment(a, v0, len) - sq.m) - sq.log_sum; };
 
-    // CE at temperature 1: the student's softmax above unless tau differs from 1.
+    // CE at temperature 1: the softmax above unless the KD temperature is not 1.
     const C* a1 = a;
     const C* e1 = ea;
     RowSoftmax<C> s1 = sq;
@@ -211,73 +203,99 @@ struct FusedRows {
         s1 = row_softmax(a1, n, sc.e1);
         e1 = sc.e1.data();
       }
-      out.ce = -double(s1.log_prob(a1[target]));
+      out.ce = -double((a1[target] - s1.m) - s1.log_sum);
     }
-    auto ce_grad = [&](int64_t v) { return weight_ce * (e1[v] * s1.inv_sum); };
+    // The CE gradient without its -1 at the target, which store() subtracts.
+    auto ce_grad = [&](int64_t v0, int64_t len) { return weight_ce * (segment(e1, v0, len) * s1.inv_sum); };
 
     if (!want_kd) {
-      if (g) write_grad(g, target, [](int64_t) { return C(0); }, ce_grad);
+      if (g) for_blocks([&](int64_t v0, int64_t len) { store(g, v0, len, ce_grad(v0, len), target, sc); });
       return out;
     }
     const C* b = load_row(teacher + r * teacher_stride, n, inv_tau, sc.b);
     const RowSoftmax<C> sp = row_softmax(b, n, sc.eb);
     const C* eb = sc.eb.data();
-    auto p = [&](int64_t v) { return eb[v] * sp.inv_sum; };
-    auto log_p = [&](int64_t v) { return sp.log_prob(b[v]); };
+    auto p = [&](int64_t v0, int64_t len) { return segment(eb, v0, len) * sp.inv_sum; };
+    auto log_p = [&](int64_t v0, int64_t len) { return (segment(b, v0, len) - sp.m) - sp.log_sum; };
     const double tau2 = double(tau) * double(tau);
 
     switch (kind) {
       case KdLoss::fkl: {
-        const auto [kl, p_log_p] = lane_sums<2>(n, [&](int64_t v) {
-          const C pv = p(v), lp = log_p(v);
-          return std::array{pv * (lp - log_q(v)), pv * lp};
+        // One pass: the loss and the gradient need nothing but the two softmaxes.
+        double kl = 0, p_log_p = 0;
+        const C w = weight_kd * tau;
+        for_blocks([&](int64_t v0, int64_t len) {
+          kl += double((p(v0, len) * (log_p(v0, len) - log_q(v0, len))).sum());
+          p_log_p += double((p(v0, len) * log_p(v0, len)).sum());
+          if (g) store(g, v0, len, w * (q(v0, len) - p(v0, len)) + ce_grad(v0, len), target, sc);
         });
         out.kd = tau2 * kl;
         out.entropy = -p_log_p;
-        const C w = weight_kd * tau;
-        if (g) write_grad(g, target, [&](int64_t v) { return w * (q(v) - p(v)); }, ce_grad);
         break;
       }
       case KdLoss::rkl: {
-        const auto [kl, p_log_p] = lane_sums<2>(n, [&](int64_t v) {
-          const C lp = log_p(v);
-          return std::array{q(v) * (log_q(v) - lp), p(v) * lp};
+        double kl = 0, p_log_p = 0;
+        for_blocks([&](int64_t v0, int64_t len) {
+          kl += double((q(v0, len) * (log_q(v0, len) - log_p(v0, len))).sum());
+          p_log_p += double((p(v0, len) * log_p(v0, len)).sum());
         });
         out.kd = tau2 * kl;
         out.entropy = -p_log_p;
         const C w = weight_kd * tau, shift = C(kl);
-        if (g) write_grad(g, target, [&](int64_t v) { return w * q(v) * ((log_q(v) - log_p(v)) - shift); }, ce_grad);
+        if (g)
+          for_blocks([&](int64_t v0, int64_t len) {
+            store(g, v0, len, w * q(v0, len) * ((log_q(v0, len) - log_p(v0, len)) - shift) + ce_grad(v0, len),
+                  target, sc);
+          });
         break;
       }
       case KdLoss::jsd: {
-        // log M where M > 0. Where p and q both underflow, M is 0 and so are the terms that
-        // multiply log M: 0 in its place keeps them finite.
-        auto m = beta * (sc.eb * sp.inv_sum) + (C(1) - beta) * (sc.ea * sq.inv_sum);
-        sc.log_m = (m > C(0)).select(m.log(), C(0));
-        const C* log_m = sc.log_m.data();
-        const auto [kl_p, kl_q, p_log_p] = lane_sums<3>(n, [&](int64_t v) {
-          const C pv = p(v), lp = log_p(v);
-          return std::array{pv * (lp - log_m[v]), q(v) * (log_q(v) - log_m[v]), pv * lp};
+        // log M with M clamped below at the smallest normal number: where p and q both
+        // underflow, M is 0 and so are the terms that multiply log M, which stays finite.
+        double kl_p = 0, kl_q = 0, p_log_p = 0;
+        sc.log_m.resize(n);
+        for_blocks([&](int64_t v0, int64_t len) {
+          auto mix = beta * p(v0, len) + (C(1) - beta) * q(v0, len);
+          auto log_mix = sc.log_m.segment(v0, len);
+          log_mix = mix.max(std::numeric_limits<C>::min()).log();
+          kl_p += double((p(v0, len) * (log_p(v0, len) - log_mix)).sum());
+          kl_q += double((q(v0, len) * (log_q(v0, len) - log_mix)).sum());
+          p_log_p += double((p(v0, len) * log_p(v0, len)).sum());
         });
         out.kd = tau2 * (double(beta) * kl_p + (1 - double(beta)) * kl_q);
         out.entropy = -p_log_p;
         const C w = weight_kd * tau * (C(1) - beta), shift = C(kl_q);
-        if (g) write_grad(g, target, [&](int64_t v) { return w * q(v) * ((log_q(v) - log_m[v]) - shift); }, ce_grad);
+        const C* log_m = sc.log_m.data();
+        if (g)
+          for_blocks([&](int64_t v0, int64_t len) {
+            store(g, v0, len,
+                  w * q(v0, len) * ((log_q(v0, len) - segment(log_m, v0, len)) - shift) + ce_grad(v0, len), target,
+                  sc);
+          });
         break;
       }
     }
     return out;
   }
 
-  // g_v = kd_grad(v) + ce_grad(v) - [v = target] weight_ce, converted to S.
-  template <class KdGrad, class CeGrad>
-  void write_grad(S* g, int64_t target, KdGrad&& kd_grad, CeGrad&& ce_grad) const {
-    if (!want_ce) {
-      for (int64_t v = 0; v < vocab; ++v) g[v] = convert<S>(kd_grad(v));
-      return;
+  template <class F>
+  void for_blocks(F&& f) const {
+    for (int64_t v0 = 0; v0 < vocab; v0 += kBlock) f(v0, std::min(kBlock, vocab - v0));
+  }
+
+  // g[v0, v0 + len) = value, converted to S, less weight_ce at the target (the one-hot of CE).
+  template <class Expr>
+  void store(S* g, int64_t v0, int64_t len, const Expr& value, int64_t target, Scratch<C>& sc) const {
+    const bool has_target = want_ce && target >= v0 && target < v0 + len;
+    if constexpr (std::is_same_v<S, C>) {
+      Eigen::Map<Row<C>> out(g + v0, len);
+      out = value;
+      if (has_target) out[target - v0] -= weight_ce;
+    } else {
+      sc.grad_block = value;
+      if (has_target) sc.grad_block[target - v0] -= weight_ce;
+      for (int64_t v = 0; v < len; ++v) g[v0 + v] = convert<S>(sc.grad_block[v]);
     }
-    for (int64_t v = 0; v < vocab; ++v) g[v] = convert<S>(kd_grad(v) + ce_grad(v));
-    g[target] = convert<S>(kd_grad(target) + (ce_grad(target) - weight_ce));
   }
 };
 

@@ -32,16 +32,19 @@
 //
 // Two implementations of the same math:
 //   distill_loss           the fused CPU kernel. Rows are cut into chunks of chunk_rows, run in
-//                          parallel; each row is read a few times while it sits in cache, giving
-//                          both log-sum-exps, the row's losses and its gradient dL/ds in one go.
-//                          The gradient (already scaled by kd_ratio / count) goes straight into
-//                          one preallocated buffer of the student's shape and dtype: the only
-//                          N x V allocation. Other temporaries are one row per worker thread, and
-//                          N per-row losses, summed in row order (the same bits whatever
-//                          chunk_rows and the thread count). The pullback is g * that buffer (the
-//                          buffer itself when g = 1: cotangents are read-only). No buffer is made
-//                          when the student logits are not tracked or grad mode is off.
-//                          f64 computes in f64; f32 and bf16 in f32; row sums accumulate in f64.
+//                          parallel. Per row (teacher and student side by side): one pass for the
+//                          two maxima, one for the exponentials and their sums (both
+//                          log-sum-exps), one for the losses and the gradient dL/ds (rkl and jsd
+//                          take one more: their gradient needs a row sum of the loss terms). The
+//                          gradient, already scaled by kd_ratio / count, goes straight into one
+//                          preallocated buffer of the student's shape and dtype: the only N x V
+//                          allocation. Other temporaries are a few rows per worker thread (kept
+//                          for reuse) and the N per-row losses, summed in row order: the same
+//                          bits whatever chunk_rows and the thread count. The pullback is
+//                          g * that buffer (the buffer itself when g = 1: cotangents are
+//                          read-only). No buffer is made when the student logits are not tracked
+//                          or grad mode is off. f64 computes in f64, f32 and bf16 in f32; sums
+//                          along a row are taken in blocks of 1024 in that type, added in f64.
 //   distill_loss_composed  the same losses from primitive ops (log_softmax, exp, sum, gather...),
 //                          differentiated by the engine: the oracle the fused kernel is tested
 //                          against, and the fallback on devices without a fused kernel.

@@ -381,6 +381,10 @@ TEST_CASE("window loader: a restored loader continues exactly") {
   CHECK(error_of([&] { other_len.restore(saved); }) ==
         "[data] cannot restore the loader: the state is for seq_len 8 over 50 tokens, this loader has seq_len 4 "
         "over 50 tokens");
+  LoaderState past_end = saved;
+  past_end.position = 1000;
+  CHECK(error_of([&] { resumed.restore(past_end); }).starts_with(
+      "[data] cannot restore the loader: position 1000 is past the end of epoch "));
   CHECK(error_of([] { LoaderState::from_json(Json::parse(R"({"seed": -1})")); }) ==
         "[data] loader state: 'seed' must be a non-negative integer, got -1");
 }
