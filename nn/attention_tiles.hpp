@@ -2,13 +2,14 @@
 //
 // One (batch row, head) problem is packed into padded, contiguous copies: rows [tp][dp] for Q
 // (pre-scaled by c = 1/sqrt(d)), V, K, the cotangents, and transposed key tiles (K^T, V^T, see
-// pack_key_tiles) where a product contracts over d. tp rounds T up to a key tile and dp rounds d up to a lane, and the
-// padding is zero, so every tile product runs on whole micro-tiles with no tail code; masked and
-// padded keys are given zero weight explicitly, never through exp(-inf).
+// pack_key_tiles) where a product contracts over d. tp rounds T up to a key tile and dp rounds
+// d up to lanes<T>, and the padding is zero, so every tile product runs on whole micro-tiles
+// with no tail code; masked and padded keys get zero weight explicitly, never through exp(-inf).
 //
 // Tiles are a block of kQueryRows queries by a block of kKeyCols keys, row-major [M][N] with
-// leading dimension kKeyCols, M rounded up to kMicroRows and N to lanes<T>. The one product,
-// mma, computes C (+)= A B with all three row-major, vectorised along C's rows.
+// leading dimension kKeyCols, M rounded up to kMicroRows and N to lanes<T>. One register-blocked
+// micro-kernel does every product: mma computes C (+)= A B, mma_at C += A^T B, all row-major,
+// vectorised along C's rows.
 #pragma once
 
 #include <algorithm>
@@ -33,12 +34,19 @@ constexpr int64_t kQueryRows = 32;  // queries per tile
 constexpr int64_t kKeyCols = 64;    // keys per tile
 constexpr int kMicroRows = 4;       // rows of C a micro-kernel keeps in registers
 
-// 32-byte vectors (one AVX register; two SSE registers without AVX), through GCC's vector
-// extensions so that one kernel serves f32 and f64 on any target.
+// One SIMD register through GCC's vector extensions, so that one kernel serves f32 and f64 on
+// any target: 32 bytes with AVX, 16 otherwise (SSE, NEON; wider vectors would be split and
+// change the ABI of the functions that return them).
+#if defined(__AVX__)
+constexpr int kVectorBytes = 32;
+#else
+constexpr int kVectorBytes = 16;
+#endif
+
 template <class T>
 struct Simd {
-  static constexpr int width = int(32 / sizeof(T));
-  typedef T V __attribute__((vector_size(32)));
+  static constexpr int width = int(kVectorBytes / sizeof(T));
+  typedef T V __attribute__((vector_size(kVectorBytes)));
   static V load(const T* p) {
     V v;
     std::memcpy(&v, p, sizeof v);
@@ -47,7 +55,8 @@ struct Simd {
   static void store(T* p, const V& v) { std::memcpy(p, &v, sizeof v); }
 };
 
-// Columns of C one micro-kernel covers: two vectors (16 f32, 8 f64). dp and N round up to it.
+// Columns of C one micro-kernel covers: two vectors (with AVX 16 f32, 8 f64). dp and N round
+// up to it.
 template <class T>
 constexpr int64_t lanes = 2 * Simd<T>::width;
 
@@ -133,7 +142,7 @@ void pack_key_tiles(T* dst, int64_t tp, int64_t dp, const T* src, int64_t t, int
 // NaN stays NaN.
 inline Simd<float>::V exp(Simd<float>::V x) {
   using V = Simd<float>::V;
-  typedef int32_t I __attribute__((vector_size(32)));
+  typedef int32_t I __attribute__((vector_size(kVectorBytes)));
   constexpr float lowest = -87.3365447505f, highest = 88.0f;
   constexpr float log2e = 1.44269504088896341f, ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
   constexpr float round_shift = 12582912.0f;  // 1.5 * 2^23: x + it - it rounds x to an integer
@@ -179,15 +188,16 @@ template <class T>
 T exp_visible(T* row, int64_t seen, int64_t n, T shift) {
   using S = Simd<T>;
   using V = typename S::V;
+  const int64_t vectors_end = round_up(seen, S::width);  // whole vectors holding visible keys
   if constexpr (std::is_same_v<T, float>) {
-    for (int64_t c = 0; c < n; c += S::width) S::store(row + c, exp(S::load(row + c) - shift));
+    for (int64_t c = 0; c < vectors_end; c += S::width) S::store(row + c, exp(S::load(row + c) - shift));
   } else {
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> x(row, seen);
     x = (x - shift).exp();
   }
   std::fill(row + seen, row + n, T(0));
-  V total = S::load(row);
-  for (int64_t c = S::width; c < n; c += S::width) total += S::load(row + c);
+  V total{};
+  for (int64_t c = 0; c < vectors_end; c += S::width) total += S::load(row + c);
   T out = 0;
   for (int w = 0; w < S::width; ++w) out += total[w];
   return out;

@@ -3,9 +3,12 @@
 // same bits with 1 and 2 threads.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <tbb/global_control.h>
