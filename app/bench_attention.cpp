@@ -175,7 +175,8 @@ int bench_attention(const Args& args) {
     bool first = true;
     for (const std::string& kind : kinds) {
       const double fused = find(kind, "fused"), composed = find(kind, "composed");
-      std::cout << (first ? "" : ",") << "\"" << kind << "\":" << (fused > 0 && composed > 0 ? number(composed / fused) : "null");
+      std::cout << (first ? "" : ",") << "\"" << kind
+                << "\":" << (fused > 0 && composed > 0 ? number(composed / fused) : "null");
       first = false;
     }
     std::cout << "}}\n";

@@ -58,7 +58,7 @@ void forward_head(const Problem<T>& pr, int64_t b, int64_t h, const ForwardOut<T
       for (int64_t x = 0; x < d; ++x) u[x] += v[j * dp + x];
 
   for (int64_t i0 = 0; i0 < t; i0 += kQueryRows) {
-    const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kMicroRows);
+    const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kRowGranule);
     const int64_t key_end = pr.causal ? i0 + m : t;
     std::fill(acc, acc + mr * dp, T(0));
     std::fill(running_sum, running_sum + m, T(0));
@@ -130,9 +130,9 @@ template <class T>
 void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const BackwardIo<T>& io) {
   const int64_t t = pr.t, d = pr.d, tp = pr.tp, dp = pr.dp;
   std::vector<T*> a = thread_scratch<T>().carve({tp * dp, dp * tp, tp * dp, dp * tp, tp * dp, tp * dp, tp * dp,
-                                                 tp * dp, tp * dp, tp, kQueryRows * kKeyCols, kQueryRows * kKeyCols, dp});
+                                                 tp * dp, tp * dp, tp, tp * kKeyCols, tp * kKeyCols, dp});
   T *k = a[0], *kt = a[1], *v = a[2], *vt = a[3], *dk = a[4], *dv = a[5], *q = a[6], *ghat = a[7], *dq = a[8];
-  T *delta = a[9], *p = a[10], *ds = a[11], *u = a[12];
+  T *delta = a[9], *p_strip = a[10], *ds_strip = a[11], *u = a[12];
   const T* k_src = pr.k + pr.kv_row(b, g) * d;
   const T* v_src = pr.v + pr.kv_row(b, g) * d;
   pack_rows(k, tp, dp, k_src, t, d);
@@ -158,20 +158,26 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
     std::fill(dq, dq + tp * dp, T(0));
 
     for (int64_t j0 = 0; j0 < t; j0 += kKeyCols) {
-      // Causal: only query tiles holding a row i >= j0 see this key tile.
-      for (int64_t i0 = pr.causal ? j0 / kQueryRows * kQueryRows : 0; i0 < t; i0 += kQueryRows) {
-        const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kMicroRows);
+      const int64_t tile_keys = round_up(std::min(kKeyCols, t - j0), lanes<T>);
+      // Causal: only query tiles holding a row i >= j0 see this key tile. P and ds of all of
+      // them are kept as strips [rows][kKeyCols], so that dV and dK are each one product over
+      // every query (C stays in registers for the whole sum).
+      const int64_t i_begin = pr.causal ? j0 / kQueryRows * kQueryRows : 0;
+      for (int64_t i0 = i_begin; i0 < t; i0 += kQueryRows) {
+        const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kRowGranule);
         // Keys of the tile these rows see (causal: the first one on the diagonal sees fewer).
         const int64_t n = std::min({kKeyCols, t - j0, pr.causal ? i0 + m - j0 : kKeyCols});
         const int64_t nr = round_up(n, lanes<T>);
+        T* p = p_strip + (i0 - i_begin) * kKeyCols;
+        T* ds = ds_strip + (i0 - i_begin) * kKeyCols;
         mma(p, kKeyCols, q + i0 * dp, dp, kt + j0 * dp, kKeyCols, mr, nr, dp, false);  // s = c Q K^T
         for (int64_t r = 0; r < mr; ++r) {
           T* row = p + r * kKeyCols;
           const int64_t seen = r < m ? visible_keys(pr, i0 + r, j0, n) : 0;
           if (seen > 0)
-            exp_visible(row, seen, nr, lse[i0 + r]);  // P = exp(s - L)
+            exp_visible(row, seen, tile_keys, lse[i0 + r]);  // P = exp(s - L), 0 past `seen`
           else
-            std::fill(row, row + nr, T(0));
+            std::fill(row, row + tile_keys, T(0));
         }
         mma(ds, kKeyCols, ghat + i0 * dp, dp, vt + j0 * dp, kKeyCols, mr, nr, dp, false);  // dP = Ghat V^T
         for (int64_t r = 0; r < mr; ++r) {
@@ -179,11 +185,14 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
           const T* __restrict p_row = p + r * kKeyCols;
           const T delta_r = delta[i0 + r];
           for (int64_t c = 0; c < nr; ++c) ds_row[c] = p_row[c] * (ds_row[c] - delta_r);  // ds = P (dP - D)
+          std::fill(ds_row + nr, ds_row + tile_keys, T(0));
         }
-        mma_at(dv + j0 * dp, dp, p, kKeyCols, ghat + i0 * dp, dp, nr, dp, mr);     // dV += P^T Ghat
         mma(dq + i0 * dp, dp, ds, kKeyCols, k + j0 * dp, dp, mr, dp, nr, true);  // dQ += ds K
-        mma_at(dk + j0 * dp, dp, ds, kKeyCols, q + i0 * dp, dp, nr, dp, mr);      // dK += ds^T (c Q)
       }
+      const int64_t strip_rows = round_up(t, kRowGranule) - i_begin;
+      // dV += P^T Ghat, dK += ds^T (c Q)
+      mma_at(dv + j0 * dp, dp, p_strip, kKeyCols, ghat + i_begin * dp, dp, tile_keys, dp, strip_rows);
+      mma_at(dk + j0 * dp, dp, ds_strip, kKeyCols, q + i_begin * dp, dp, tile_keys, dp, strip_rows);
     }
 
     T* dq_out = io.dq + row0 * d;

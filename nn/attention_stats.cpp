@@ -39,7 +39,7 @@ void head_stats(const Problem<T>& pr, int64_t b, int64_t h, RowStats* rows) {
   pack_key_tiles(kt, tp, dp, pr.k + pr.kv_row(b, g) * d, t, d);
 
   for (int64_t i0 = 0; i0 < t; i0 += kQueryRows) {
-    const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kMicroRows);
+    const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kRowGranule);
     const int64_t key_end = pr.causal ? i0 + m : t;
     auto scores = [&](int64_t j0, int64_t nr) {  // p = c Q K^T for the nr keys from j0
       mma(p, kKeyCols, q + i0 * dp, dp, kt + j0 * dp, kKeyCols, mr, nr, dp, false);

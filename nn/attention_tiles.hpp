@@ -7,7 +7,7 @@
 // with no tail code; masked and padded keys get zero weight explicitly, never through exp(-inf).
 //
 // Tiles are a block of kQueryRows queries by a block of kKeyCols keys, row-major [M][N] with
-// leading dimension kKeyCols, M rounded up to kMicroRows and N to lanes<T>. One register-blocked
+// leading dimension kKeyCols, M rounded up to kRowGranule and N to lanes<T>. One register-blocked
 // micro-kernel does every product: mma computes C (+)= A B, mma_at C += A^T B, all row-major,
 // vectorised along C's rows.
 #pragma once
@@ -32,7 +32,8 @@ namespace cotan::nn::tiles {
 
 constexpr int64_t kQueryRows = 32;  // queries per tile
 constexpr int64_t kKeyCols = 64;    // keys per tile
-constexpr int kMicroRows = 4;       // rows of C a micro-kernel keeps in registers
+constexpr int kMicroRows = 6;       // rows of C the micro-kernel keeps in registers (12 vectors)
+constexpr int64_t kRowGranule = 4;  // tile rows are rounded up to it (tails of 2 or 4 rows)
 
 // One SIMD register through GCC's vector extensions, so that one kernel serves f32 and f64 on
 // any target: 32 bytes with AVX, 16 otherwise (SSE, NEON; wider vectors would be split and
@@ -62,52 +63,63 @@ constexpr int64_t lanes = 2 * Simd<T>::width;
 
 constexpr int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
-// C[kMicroRows][lanes] (+)= A[kMicroRows][k] B[k][lanes]: the accumulators stay in registers,
-// each step broadcasts one A element per row against two B vectors. A is read through its
-// leading dimension either way round: A(r, p) = a[r * lda + p], or a[p * lda + r] when
-// kTransposedA (C += A^T B with A stored [k][rows], which saves transposing the tile first).
-template <class T, bool kTransposedA>
+// C[rows][lanes] (+)= A[rows][k] B[k][lanes]: the accumulators stay in registers, each step
+// broadcasts one A element per row against two B vectors. A is read through its leading
+// dimension either way round: A(r, p) = a[r * lda + p], or a[p * lda + r] when kTransposedA
+// (C += A^T B with A stored [k][rows], which saves transposing the tile first).
+template <class T, bool kTransposedA, int kRows>
 inline void micro_kernel(T* __restrict c, int64_t ldc, const T* __restrict a, int64_t lda, const T* __restrict b,
                          int64_t ldb, int64_t k, bool accumulate) {
   using S = Simd<T>;
   using V = typename S::V;
-  V acc[kMicroRows][2];
-  for (int r = 0; r < kMicroRows; ++r)
+  V acc[kRows][2];
+  for (int r = 0; r < kRows; ++r)
     for (int w = 0; w < 2; ++w) acc[r][w] = accumulate ? S::load(c + r * ldc + w * S::width) : V{};
   for (int64_t p = 0; p < k; ++p) {
     const T* bp = b + p * ldb;
     V b0 = S::load(bp), b1 = S::load(bp + S::width);
 #if defined(__x86_64__) || defined(__i386__)
     // Keep the two B vectors in registers: otherwise GCC folds them into every FMA as memory
-    // operands, 12 loads per 8 FMAs instead of 6, and the kernel becomes load-bound.
+    // operands, twice the loads per FMA, and the kernel becomes load-bound.
     asm("" : "+x"(b0), "+x"(b1));
 #endif
-    for (int r = 0; r < kMicroRows; ++r) {
+    for (int r = 0; r < kRows; ++r) {
       const T ar = kTransposedA ? a[p * lda + r] : a[r * lda + p];
       acc[r][0] += ar * b0;
       acc[r][1] += ar * b1;
     }
   }
-  for (int r = 0; r < kMicroRows; ++r)
+  for (int r = 0; r < kRows; ++r)
     for (int w = 0; w < 2; ++w) S::store(c + r * ldc + w * S::width, acc[r][w]);
 }
 
-// C[m][n] (+)= A[m][k] B[k][n], row-major with leading dimensions; m % kMicroRows == 0 and
-// n % lanes<T> == 0 (callers pass padded sizes). Each C element is one sequential sum over k.
+// C[m][n] (+)= op(A) B over micro-tiles of kMicroRows rows and a tail of 2 or 4 rows; with
+// kTransposedA, op(A) = A^T and A is stored [k][m]. m % 2 == 0 and n % lanes<T> == 0 (callers
+// pass padded sizes). Each C element is one sequential sum over k.
+template <class T, bool kTransposedA>
+void product(T* c, int64_t ldc, const T* a, int64_t lda, const T* b, int64_t ldb, int64_t m, int64_t n, int64_t k,
+             bool accumulate) {
+  auto rows_at = [&](int64_t i) { return kTransposedA ? a + i : a + i * lda; };
+  for (int64_t j = 0; j < n; j += lanes<T>) {
+    int64_t i = 0;
+    for (; i + kMicroRows <= m; i += kMicroRows)
+      micro_kernel<T, kTransposedA, kMicroRows>(c + i * ldc + j, ldc, rows_at(i), lda, b + j, ldb, k, accumulate);
+    if (m - i == 4) micro_kernel<T, kTransposedA, 4>(c + i * ldc + j, ldc, rows_at(i), lda, b + j, ldb, k, accumulate);
+    if (m - i == 2) micro_kernel<T, kTransposedA, 2>(c + i * ldc + j, ldc, rows_at(i), lda, b + j, ldb, k, accumulate);
+  }
+}
+
+// C[m][n] (+)= A[m][k] B[k][n], all row-major with leading dimensions.
 template <class T>
 void mma(T* c, int64_t ldc, const T* a, int64_t lda, const T* b, int64_t ldb, int64_t m, int64_t n, int64_t k,
          bool accumulate) {
-  for (int64_t j = 0; j < n; j += lanes<T>)
-    for (int64_t i = 0; i < m; i += kMicroRows)
-      micro_kernel<T, false>(c + i * ldc + j, ldc, a + i * lda, lda, b + j, ldb, k, accumulate);
+  product<T, false>(c, ldc, a, lda, b, ldb, m, n, k, accumulate);
 }
 
 // C[m][n] += A^T B with A stored row-major [k][m] (leading dimension lda), B [k][n].
 template <class T>
 void mma_at(T* c, int64_t ldc, const T* a, int64_t lda, const T* b, int64_t ldb, int64_t m, int64_t n, int64_t k) {
-  for (int64_t j = 0; j < n; j += lanes<T>)
-    for (int64_t i = 0; i < m; i += kMicroRows)
-      micro_kernel<T, true>(c + i * ldc + j, ldc, a + i, lda, b + j, ldb, k, true);
+  product<T, true>(c, ldc, a, lda, b, ldb, m, n, k, true);
 }
 
 // dst[tp][dp] = scale * src[t][d], zero padded.

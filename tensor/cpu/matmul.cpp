@@ -108,6 +108,32 @@ void for_each_product(int64_t count, int64_t work, F&& product) {
   }
 }
 
+// Where products of S operands are written, in the compute type T: the output itself, or for
+// bf16 an f32 buffer that finish() rounds into the output once, after all K chunks are summed.
+template <class S>
+class ComputeOutput {
+ public:
+  using T = compute_t<S>;
+  explicit ComputeOutput(const Tensor& out) : out_(out) {
+    if constexpr (std::is_same_v<S, T>) data_ = out.data<T>();
+    else data_ = (wide_ = std::make_unique<Buffer<T>>(out.numel()))->get();
+  }
+  T* data() const { return data_; }
+  void finish() const {
+    if constexpr (!std::is_same_v<S, T>) {
+      S* dst = out_.data<S>();
+      parallel_for(out_.numel(), kSerialElements, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) dst[i] = S(data_[i]);
+      });
+    }
+  }
+
+ private:
+  Tensor out_;
+  std::unique_ptr<Buffer<T>> wide_;
+  T* data_;
+};
+
 #ifdef COTAN_PACKED_GEMM
 
 // ---- packed GEMM (AVX2 + FMA) ----
@@ -298,24 +324,13 @@ void matmul_batch(const Tensor& a, const Tensor& b, const Tensor& out, int64_t m
   const auto a_offsets = batch_offsets(a, nd - 2), b_offsets = batch_offsets(b, nd - 2);
   const S* a_data = a.data<S>();
   const S* b_data = b.data<S>();
-  const int64_t count = int64_t(a_offsets.size());
-  // bf16 accumulates into an f32 copy of the output and is rounded once at the end.
-  std::unique_ptr<Buffer<T>> wide;
-  T* c;
-  if constexpr (std::is_same_v<S, T>) c = out.data<T>();
-  else c = (wide = std::make_unique<Buffer<T>>(out.numel()))->get();
-
-  for_each_product(count, m * n * k, [&](int64_t i, bool split) {
+  const ComputeOutput<S> c(out);
+  for_each_product(int64_t(a_offsets.size()), m * n * k, [&](int64_t i, bool split) {
     Operand<S> ai{a_data + a_offsets[size_t(i)], a.strides()[size_t(nd - 2)], a.strides()[size_t(nd - 1)]};
     Operand<S> bi{b_data + b_offsets[size_t(i)], b.strides()[size_t(nd - 2)], b.strides()[size_t(nd - 1)]};
-    packed_gemm<T, S>(ai, bi, c + i * m * n, m, n, k, split);
+    packed_gemm<T, S>(ai, bi, c.data() + i * m * n, m, n, k, split);
   });
-  if constexpr (!std::is_same_v<S, T>) {
-    S* dst = out.data<S>();
-    parallel_for(out.numel(), kSerialElements, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) dst[i] = S(c[i]);
-    });
-  }
+  c.finish();
 }
 
 #else  // no AVX2 + FMA: Eigen
@@ -405,15 +420,11 @@ void matmul_batch(const Tensor& a_in, const Tensor& b_in, const Tensor& out, int
   const auto a_offsets = batch_offsets(a, nd - 2), b_offsets = batch_offsets(b, nd - 2);
   const T* a_data = a.data<T>();
   const T* b_data = b.data<T>();
-  std::unique_ptr<Buffer<T>> wide;
-  T* c;
-  if constexpr (std::is_same_v<S, T>) c = out.data<T>();
-  else c = (wide = std::make_unique<Buffer<T>>(out.numel()))->get();
-
+  const ComputeOutput<S> c(out);
   auto run = [&]<int OrderA, int OrderB>() {
     for_each_product(int64_t(a_offsets.size()), m * n * k, [&](int64_t i, bool split) {
       eigen_gemm<T, OrderA, OrderB>(a_data + a_offsets[size_t(i)], la.leading, b_data + b_offsets[size_t(i)],
-                                    lb.leading, c + i * m * n, m, n, k, split);
+                                    lb.leading, c.data() + i * m * n, m, n, k, split);
     });
   };
   constexpr int R = Eigen::RowMajor, C = Eigen::ColMajor;
@@ -421,13 +432,7 @@ void matmul_batch(const Tensor& a_in, const Tensor& b_in, const Tensor& out, int
   else if (la.row_major) run.template operator()<R, C>();
   else if (lb.row_major) run.template operator()<C, R>();
   else run.template operator()<C, C>();
-
-  if constexpr (!std::is_same_v<S, T>) {
-    S* dst = out.data<S>();
-    parallel_for(out.numel(), kSerialElements, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) dst[i] = S(c[i]);
-    });
-  }
+  c.finish();
 }
 
 #endif  // COTAN_PACKED_GEMM
