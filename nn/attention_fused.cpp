@@ -9,11 +9,18 @@
 // Backward, one task per (b, kv head g), looping over the group's query heads in order, so dK and
 // dV of a kv head are summed in one fixed order (deterministic, no atomics): for each key tile,
 // for each query tile that sees it, P = exp(s - L) is recomputed and
-//   dP = Ghat V^T,  ds = P (dP - D),  dV += P^T Ghat,  dQ += ds K,  dK += ds^T (c Q)
-// with Ghat_i = alpha_i G_i and D_i = Ghat_i . S_i; affine adds the suffix sums of beta_i G_i to
-// dV and dalpha_i = G_i . S_i - G_i . U_i / N_i; the sink's dsigma_h = -sum exp(sigma_h - L_i) D_i.
+//   dP = Ghat V^T,  ds = P (dP - D),  dQ += ds K
+// with Ghat_i = alpha_i G_i and D_i = Ghat_i . S_i; P and ds of the key tile are kept as strips
+// [T][kKeyCols] (never T x T) for dV += P^T Ghat and dK += ds^T (c Q), one product each over all
+// queries. Affine adds the suffix sums of beta_i G_i to dV and dalpha_i = G_i . S_i - G_i . U_i /
+// N_i; the sink's dsigma_h = -sum exp(sigma_h - L_i) D_i.
+//
+// Scratch: per thread, reused across calls (tiles::Scratch): about 3 T d (forward) and
+// 9 T d + 2 T kKeyCols (backward) elements of the compute dtype, T and d padded.
+#include <algorithm>
 #include <cmath>
-#include <limits>
+#include <memory>
+#include <vector>
 
 #include "autograd/autograd.hpp"
 #include "nn/attention.hpp"
@@ -159,9 +166,8 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
 
     for (int64_t j0 = 0; j0 < t; j0 += kKeyCols) {
       const int64_t tile_keys = round_up(std::min(kKeyCols, t - j0), lanes<T>);
-      // Causal: only query tiles holding a row i >= j0 see this key tile. P and ds of all of
-      // them are kept as strips [rows][kKeyCols], so that dV and dK are each one product over
-      // every query (C stays in registers for the whole sum).
+      // Causal: only query tiles holding a row i >= j0 see this key tile. Their P and ds rows go
+      // to the strips from i_begin on, zero past the keys each row sees.
       const int64_t i_begin = pr.causal ? j0 / kQueryRows * kQueryRows : 0;
       for (int64_t i0 = i_begin; i0 < t; i0 += kQueryRows) {
         const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kRowGranule);
@@ -190,7 +196,7 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
         mma(dq + i0 * dp, dp, ds, kKeyCols, k + j0 * dp, dp, mr, dp, nr, true);  // dQ += ds K
       }
       const int64_t strip_rows = round_up(t, kRowGranule) - i_begin;
-      // dV += P^T Ghat, dK += ds^T (c Q)
+      // dV += P^T Ghat, dK += ds^T (c Q): each one sum over every query, kept in registers.
       mma_at(dv + j0 * dp, dp, p_strip, kKeyCols, ghat + i_begin * dp, dp, tile_keys, dp, strip_rows);
       mma_at(dk + j0 * dp, dp, ds_strip, kKeyCols, q + i_begin * dp, dp, tile_keys, dp, strip_rows);
     }

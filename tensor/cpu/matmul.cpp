@@ -47,12 +47,6 @@ namespace {
 constexpr int64_t kParallelWork = int64_t(1) << 20;
 constexpr int64_t kTaskWork = int64_t(1) << 20;
 
-// Threads a parallel loop may use: the arena's, capped by tbb::global_control (set_num_threads).
-int64_t worker_threads() {
-  return std::min<int64_t>(tbb::this_task_arena::max_concurrency(),
-                           int64_t(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
-}
-
 // A matrix operand: element (i, j) is data[i * row_stride + j * col_stride]. S is the stored type.
 template <class S>
 struct Operand {
@@ -137,6 +131,12 @@ class ComputeOutput {
 #ifdef COTAN_PACKED_GEMM
 
 // ---- packed GEMM (AVX2 + FMA) ----
+
+// Threads a parallel loop may use: the arena's, capped by tbb::global_control (set_num_threads).
+int64_t worker_threads() {
+  return std::min<int64_t>(tbb::this_task_arena::max_concurrency(),
+                           int64_t(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
+}
 
 // One AVX2 register of T and the operations the micro-kernel uses. A micro-tile is MR rows of
 // two registers each: NR = 2 * kWidth columns, 12 accumulators.
