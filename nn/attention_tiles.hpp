@@ -221,11 +221,23 @@ void scale_row(T* __restrict x, int64_t n, T factor) {
   for (int64_t c = 0; c < n; ++c) x[c] *= factor;
 }
 
+// a . b over n entries, in vectors (a scalar chain of n dependent FMAs per row of the backward
+// would cost as much as a good part of its products).
 template <class T>
 T dot(const T* a, const T* b, int64_t n) {
-  T s = 0;
-  for (int64_t x = 0; x < n; ++x) s += a[x] * b[x];
-  return s;
+  using S = Simd<T>;
+  using V = typename S::V;
+  V even{}, odd{};
+  int64_t x = 0;
+  for (; x + 2 * S::width <= n; x += 2 * S::width) {
+    even += S::load(a + x) * S::load(b + x);
+    odd += S::load(a + x + S::width) * S::load(b + x + S::width);
+  }
+  const V both = even + odd;
+  T sum = 0;
+  for (int w = 0; w < S::width; ++w) sum += both[w];
+  for (; x < n; ++x) sum += a[x] * b[x];
+  return sum;
 }
 
 // Shapes, kind and raw inputs of one attention core (contiguous, compute dtype T).
