@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/bench_util.hpp"
 #include "autograd/autograd.hpp"
 #include "nn/attention.hpp"
 #include "tensor/error.hpp"
@@ -33,12 +34,7 @@ struct Entry {
   std::function<void()> run;
   std::vector<double> seconds;
 
-  double median_ms() const {
-    std::vector<double> s = seconds;
-    std::sort(s.begin(), s.end());
-    const size_t n = s.size();
-    return 1e3 * (n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]));
-  }
+  double median_ms() const { return 1e3 * median(seconds); }
 };
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -47,12 +43,6 @@ std::vector<std::string> split_list(const std::string& text) {
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
-}
-
-std::string number(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", v);
-  return buffer;
 }
 
 // The differentiable inputs of a core, in the order the fused kernel records them.
@@ -145,11 +135,7 @@ int bench_attention(const Args& args) {
 
   for (Entry& e : entries) e.run();  // warm up: thread pool, allocator cache, scratch buffers
   for (int r = 0; r < repeat; ++r)
-    for (Entry& e : entries) {
-      const auto start = std::chrono::steady_clock::now();
-      e.run();
-      e.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
+    for (Entry& e : entries) e.seconds.push_back(seconds_of(e.run));
 
   std::map<std::string, std::map<std::string, double>> ms;  // kind -> impl -> median ms
   for (const Entry& e : entries) ms[e.kind][e.impl] = e.median_ms();
@@ -168,15 +154,15 @@ int bench_attention(const Args& args) {
               << ",\"dtype\":\"f32\",\"threads\":" << num_threads() << ",\"repeat\":" << repeat << "},\"results\":[";
     for (size_t i = 0; i < entries.size(); ++i)
       std::cout << (i ? "," : "") << "{\"kind\":\"" << entries[i].kind << "\",\"impl\":\"" << entries[i].impl
-                << "\",\"ms\":" << number(entries[i].median_ms()) << "}";
+                << "\",\"ms\":" << json_number(entries[i].median_ms()) << "}";
     std::cout << "],\"affine_over_softmax\":"
-              << (softmax_fused > 0 && affine_fused > 0 ? number(affine_fused / softmax_fused) : "null")
+              << (softmax_fused > 0 && affine_fused > 0 ? json_number(affine_fused / softmax_fused) : "null")
               << ",\"fused_speedup\":{";
     bool first = true;
     for (const std::string& kind : kinds) {
       const double fused = find(kind, "fused"), composed = find(kind, "composed");
       std::cout << (first ? "" : ",") << "\"" << kind
-                << "\":" << (fused > 0 && composed > 0 ? number(composed / fused) : "null");
+                << "\":" << (fused > 0 && composed > 0 ? json_number(composed / fused) : "null");
       first = false;
     }
     std::cout << "}}\n";

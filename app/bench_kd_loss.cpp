@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/bench_util.hpp"
 #include "autograd/autograd.hpp"
 #include "tensor/cpu/memory_cache.hpp"
 #include "tensor/error.hpp"
@@ -38,12 +39,6 @@ namespace {
 namespace po = boost::program_options;
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // A field of /proc/self/status in bytes ("VmRSS", "VmHWM"), or nothing when it cannot be read.
 std::optional<double> status_bytes(const std::string& field) {
@@ -81,12 +76,6 @@ struct Variant {
   std::optional<double> peak_bytes;
   Tensor value, grad;  // of the last run
 };
-
-std::string json_number(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", v);
-  return buffer;
-}
 
 std::string json_optional(const std::optional<double>& v, double scale) {
   return v ? json_number(*v / scale) : "null";
@@ -140,9 +129,7 @@ int bench_kd_loss(const Args& args) {
   };
   auto time_once = [&](Variant& v) {
     v.value = v.grad = Tensor();  // the previous result is not held while timing
-    const auto start = std::chrono::steady_clock::now();
-    run(v);
-    v.seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    v.seconds.push_back(seconds_of([&] { run(v); }));
   };
 
   for (Variant& v : variants) run(v);  // warm-up: threads, page cache of the allocator

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "app/commands.hpp"
+#include "app/bench_util.hpp"
 #include "tensor/error.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
@@ -72,12 +73,6 @@ std::vector<DType> parse_dtypes(const std::string& text) {
   }
   if (dtypes.empty()) fail("bench", "--dtypes is empty");
   return dtypes;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The value of "key" in a one-line JSON object written by torch_reference.py: a string, or the
@@ -231,24 +226,7 @@ struct Result {
 };
 
 double time_once(const Tensor& a, const Tensor& b) {
-  auto start = std::chrono::steady_clock::now();
-  Tensor c = cpu_backend().matmul(a, b);
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::string json_number(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", v);
-  return buffer;
-}
-
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out;
+  return seconds_of([&] { Tensor c = cpu_backend().matmul(a, b); });
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/bench_util.hpp"
 #include "tensor/error.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
@@ -32,36 +33,11 @@ struct Measured {
   std::vector<double> seconds;
   std::optional<std::string> unavailable;  // why the op could not run (e.g. not implemented)
 
-  double median() const {
-    std::vector<double> s = seconds;
-    std::sort(s.begin(), s.end());
-    size_t n = s.size();
-    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-  }
+  double median() const { return app::median(seconds); }
   double gbps() const { return bytes / median() / 1e9; }
 };
 
-double time_once(const std::function<void()>& run) {
-  auto start = std::chrono::steady_clock::now();
-  run();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::string json_number(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", v);
-  return buffer;
-}
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
-}
+std::string json_string(const std::string& s) { return "\"" + json_escape(s) + "\""; }
 
 }  // namespace
 
@@ -131,7 +107,7 @@ int bench_ops(const Args& args) {
   }
   for (int r = 0; r < repeat; ++r)
     for (Measured& op : ops)
-      if (!op.unavailable) op.seconds.push_back(time_once(op.run));
+      if (!op.unavailable) op.seconds.push_back(seconds_of(op.run));
 
   const double copy_gbps = ops.front().gbps();
   const int threads = num_threads();
