@@ -1,4 +1,5 @@
-// cotan pretrain and cotan distill.
+// cotan pretrain and cotan distill. Ctrl-C stops either after writing a checkpoint, prints the
+// command that continues the run (`--resume DIR`) and exits with status 130.
 #include <boost/program_options.hpp>
 #include <algorithm>
 #include <iostream>
@@ -42,13 +43,87 @@ po::variables_map parse(const Args& args, const po::options_description& opts) {
   return vm;
 }
 
+constexpr int kInterruptedStatus = 130;  // 128 + SIGINT, as a shell reports a Ctrl-C
+
+// A word the shell reads back unchanged.
+std::string shell_quote(const std::string& word) {
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.,:/=+@%") ==
+                           std::string::npos)
+    return word;
+  std::string quoted = "'";
+  for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
+// "cotan <command> ARGS...", each argument quoted for the shell.
+std::string command_line(const std::string& command, const Args& args) {
+  std::string line = "cotan ";
+  line += command;
+  for (const std::string& a : args) {
+    line += ' ';
+    line += shell_quote(a);
+  }
+  return line;
+}
+
+// The command line that continues a run in `dir`: `args` without --run-dir and --resume, then
+// --resume DIR.
+std::string resume_command(const std::string& command, const Args& args, const std::string& dir) {
+  Args kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--run-dir" || a == "--resume") {
+      ++i;  // and its value
+    } else if (!a.starts_with("--run-dir=") && !a.starts_with("--resume=")) {
+      kept.push_back(a);
+    }
+  }
+  kept.push_back("--resume");
+  kept.push_back(dir);
+  return command_line(command, kept);
+}
+
+// Rethrows `e`, an error about an option's value, as "[tag] --option value: message".
+[[noreturn]] void fail_for_option(const std::string& option, const std::string& value, const Error& e) {
+  const std::string what = e.what();
+  const size_t close = what.starts_with("[") ? what.find("] ") : std::string::npos;
+  const std::string tag = close == std::string::npos ? "cotan" : what.substr(1, close - 1);
+  fail(tag, option, " ", value, ": ", close == std::string::npos ? what : what.substr(close + 2));
+}
+
+// nn::load_config, with errors that name the option and its value.
+nn::ModelConfig load_model_config(const std::string& option, const std::string& value) {
+  try {
+    return nn::load_config(value);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(value) != std::string::npos) throw;  // already names the file
+    fail_for_option(option, value, e);
+  }
+}
+
+// train::set_kd_loss, with errors that name --loss.
+void set_kd_loss(train::LossConfig& loss, const std::string& spec) {
+  try {
+    train::set_kd_loss(loss, spec);
+  } catch (const Error& e) {
+    fail_for_option("--loss", spec, e);
+  }
+}
+
+// --resume DIR names the run directory; a different --run-dir beside it is a mistake.
+void resume_into(const po::variables_map& vm, const std::string& resume_dir, std::string& run_dir) {
+  if (vm.count("run-dir") && !vm["run-dir"].defaulted() && run_dir != resume_dir)
+    fail("resume", "--resume ", resume_dir, " and --run-dir ", run_dir, " name different directories");
+  run_dir = resume_dir;
+}
+
 }  // namespace
 
 int cmd_pretrain(const Args& args) {
   train::TrainConfig c = train::default_study().train;
   c.steps = 300;
   c.loss.kd_ratio = 0;
-  std::string config = "tiny-teacher", data, out, loss_spec;
+  std::string config = "tiny-teacher", data, out, loss_spec, resume_dir;
   po::options_description opts("cotan pretrain [options]: train a model (a teacher) with cross-entropy");
   opts.add_options()("help,h", "show this help")("config", po::value(&config)->default_value(config),
                                                   "preset, config.json or model directory")(
@@ -57,35 +132,43 @@ int cmd_pretrain(const Args& args) {
       "out", po::value(&out), "also save the trained model as an HF directory here")(
       "steps", po::value(&c.steps)->default_value(c.steps), "optimizer steps")(
       "stop-after", po::value(&c.stop_after)->default_value(0), "stop after N steps with a checkpoint (resume later)")(
-      "resume", po::bool_switch(), "continue from <run-dir>/checkpoint");
+      "resume", po::value(&resume_dir)->value_name("DIR"), "continue the run in DIR from DIR/checkpoint (same options otherwise)");
   add_training_options(opts, c, loss_spec);
   po::variables_map vm = parse(args, opts);
   if (vm.count("help")) {
     std::cout << opts;
     return 0;
   }
+  const bool resume = vm.count("resume") > 0;
+  if (resume) resume_into(vm, resume_dir, c.run_dir);
+  set_kd_loss(c.loss, loss_spec);
   c.progress = isatty(STDERR_FILENO);
-  nn::CausalLM model(nn::load_config(config));
+  nn::CausalLM model(load_model_config("--config", config));
   train::TokenData tokens = train::load_tokens(data.empty() ? train::default_corpus_path() : data, 0.05, 0);
   Generator gen(c.seed);
   auto [ps, st] = model.init(gen);
   train::install_interrupt_handler();
-  train::TrainResult r = train::fit(model, ps, st, train::Teacher{}, tokens, c, vm["resume"].as<bool>());
-  if (!out.empty() && !r.interrupted) nn::save_model_dir(out, model.config(), r.params);
+  train::TrainResult r = train::fit(model, ps, st, train::Teacher{}, tokens, c, resume);
+  if (r.interrupted) {
+    std::cerr << "continue with: " << resume_command("pretrain", args, c.run_dir) << "\n";
+    return kInterruptedStatus;
+  }
+  if (!out.empty()) nn::save_model_dir(out, model.config(), r.params);
   if (!r.evals.empty()) std::cout << "validation perplexity " << r.evals.back().ppl << "\n";
   std::cout << "run directory: " << c.run_dir << "\n";
-  return r.interrupted ? 130 : 0;
+  return 0;
 }
 
 int cmd_distill(const Args& args) {
   bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
   train::StudyConfig s = quick ? train::quick_study() : train::default_study();
-  std::string loss_spec, attention;
+  std::string loss_spec, attention, resume_dir;
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
   opts.add_options()("help,h", "show this help")("quick", "a one-minute version of the study")(
       "data", po::value(&s.data), "text file or directory, or token shards (default: the fortunes corpus)")(
       "run-dir", po::value(&s.run_dir), "where results go (default: runs/distill-<time>)")(
+      "resume", po::value(&resume_dir)->value_name("DIR"), "continue the interrupted study in DIR (with the options it was started with)")(
       "cache-dir", po::value(&s.cache_dir), "where pretrained teachers are kept")(
       "teacher", po::value(&s.teacher)->default_value(s.teacher), "teacher preset, config.json or model directory")(
       "student", po::value(&s.student)->default_value(s.student), "student preset or config.json")(
@@ -100,18 +183,34 @@ int cmd_distill(const Args& args) {
     std::cout << opts;
     return 0;
   }
-  train::set_kd_loss(s.train.loss, loss_spec);
+  if (vm.count("resume")) {
+    resume_into(vm, resume_dir, s.run_dir);
+    s.resume = true;
+  }
+  s.command = command_line("distill", args);
+  set_kd_loss(s.train.loss, loss_spec);
   s.train.progress = false;
   if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
   if (!attention.empty()) {
-    nn::AttentionKind kind = nn::parse_attention_kind(attention);
+    nn::AttentionKind kind{};
+    try {
+      kind = nn::parse_attention_kind(attention);
+    } catch (const Error& e) {
+      fail_for_option("--attention", attention, e);
+    }
     std::vector<train::StudyVariant> only;
     for (const auto& v : train::default_variants())
       if (v.attention.kind == kind) only.push_back(v);
     s.variants = only;
   }
+  load_model_config("--teacher", s.teacher);
+  load_model_config("--student", s.student);
   train::install_interrupt_handler();
-  train::run_study(s);
+  train::StudyResult r = train::run_study(s);
+  if (r.interrupted) {
+    std::cerr << "continue with: " << resume_command("distill", args, r.run_dir) << "\n";
+    return kInterruptedStatus;
+  }
   return 0;
 }
 

@@ -1,15 +1,15 @@
 // `cotan <command> [args]`: dispatches to the commands in app/commands.hpp. Every error ends up
 // here and is printed as one line, "cotan: <message>", with exit status 1; a command line that
-// names no known command exits with 2.
-#include <boost/program_options/errors.hpp>
+// names no known command exits with 2; a run stopped by Ctrl-C (after writing its checkpoint)
+// exits with 130.
 #include <cstdio>
 #include <exception>
 #include <iostream>
+#include <string>
 #include <string_view>
 
 #include "app/commands.hpp"
 #include "cotan_config.h"
-#include "tensor/error.hpp"
 
 namespace {
 
@@ -65,19 +65,23 @@ int run(int argc, char** argv) {
   return 2;
 }
 
+// The message on one line, whatever it holds.
+void print_error(std::string_view message) {
+  std::string line(message);
+  for (char& c : line)
+    if (c == '\n' || c == '\r') c = ' ';
+  std::cerr << "cotan: " << line << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
-  } catch (const cotan::Error& e) {
-    std::cerr << "cotan: " << e.what() << "\n";
-  } catch (const boost::program_options::error& e) {
-    std::cerr << "cotan: " << e.what() << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "cotan: " << e.what() << "\n";
+    print_error(e.what());
   } catch (...) {
-    std::cerr << "cotan: unknown error\n";
+    print_error("unknown error");
   }
   return 1;
 }

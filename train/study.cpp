@@ -94,30 +94,100 @@ double final_kd(const TrainResult& r) {
   return s;
 }
 
+// Everything in the config that determines the study's results (not run_dir, cache_dir or the
+// logging settings); resuming needs it unchanged.
+Json study_json(const StudyConfig& config, const std::string& data_path, const TokenData& data,
+                const nn::ModelConfig& teacher, const nn::ModelConfig& student) {
+  Json j = Json::object();
+  j["quick"] = config.quick;
+  j["data"] = fs::absolute(data_path).string();
+  j["train_tokens"] = data.train.size();
+  j["teacher"] = teacher.to_json();
+  j["student"] = student.to_json();
+  j["teacher_steps"] = config.teacher_steps;
+  j["student_steps"] = config.student_steps;
+  j["seeds"] = config.seeds;
+  j["stats_window"] = config.stats_window;
+  j["analysis_batches"] = config.analysis_batches;
+  Json variants = Json::array();
+  for (const StudyVariant& v : config.variants) {
+    Json row = Json::object();
+    row["name"] = v.name;
+    row["kind"] = nn::name_of(v.attention.kind);
+    row["phi"] = nn::name_of(v.attention.phi);
+    row["rho"] = v.attention.rho;
+    row["affine_n"] = nn::name_of(v.attention.affine_n);
+    variants.push_back(row);
+  }
+  j["variants"] = variants;
+  const Json settings = train_settings(config.train, true);
+  Json train = Json::object();
+  for (const auto& [key, value] : settings.as_object())
+    if (key != "steps" && key != "mode") train[key] = value;
+  train["slice_teacher_vocab"] = config.train.loss.slice_teacher_vocab;
+  train["eval_every"] = config.train.eval_every;
+  train["eval_batches"] = config.train.eval_batches;
+  train["attention_impl"] = config.train.attention_impl == nn::AttentionImpl::composed ? "composed" : "fused";
+  j["train"] = train;
+  return j;
+}
+
 }  // namespace
 
-std::string run_study(StudyConfig config) {
+StudyResult run_study(StudyConfig config) {
   auto t0 = std::chrono::steady_clock::now();
   if (config.variants.empty()) config.variants = default_variants();
   if (config.seeds < 1) fail("distill", "--seeds must be at least 1, got ", config.seeds);
-  std::string data_path = config.data.empty() ? default_corpus_path() : config.data;
   if (config.run_dir.empty()) {
+    if (config.resume) fail("distill", "resuming needs the study's run directory");
     std::time_t now = std::time(nullptr);
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
     config.run_dir = (fs::path("runs") / (std::string("distill-") + stamp)).string();
   }
-  fs::path run_dir(config.run_dir);
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec || !fs::is_directory(run_dir)) fail("distill", "cannot create run directory ", run_dir.string(), ": ", ec.message());
+  const fs::path run_dir(config.run_dir);
 
+  // ---- every input is checked before the first write ----
+  nn::ModelConfig teacher_config = nn::load_config(config.teacher);
+  nn::ModelConfig student_base = nn::load_config(config.student);
+  student_base.attention = nn::AttentionConfig{};
+  if (teacher_config.vocab_size != student_base.vocab_size && !config.train.loss.slice_teacher_vocab)
+    fail("distill", "teacher vocabulary ", teacher_config.vocab_size, " (", config.teacher,
+         ") differs from the student's ", student_base.vocab_size, " (", config.student,
+         "); pass --slice-teacher-vocab to drop the teacher's extra rows");
+  std::string data_path = config.data.empty() ? default_corpus_path() : config.data;
   TokenData data = load_tokens(data_path, 0.05, 0);
-  std::cerr << "data: " << data_path << " (" << data.train.size() << " training and " << data.val.size()
-            << " validation tokens)\n";
+  (void)WindowLoader(data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
+
+  const Json recorded = study_json(config, data_path, data, teacher_config, student_base);
+  const fs::path study_file = run_dir / "study.json";
+  std::error_code ec;
+  if (config.resume) {
+    if (!fs::is_regular_file(study_file, ec))
+      fail("distill", "cannot resume ", run_dir.string(), ": ", study_file.string(), " is missing (not a study's run directory)");
+    const Json saved = read_json_file(study_file.string());
+    if (!(saved.at("config") == recorded))
+      fail("distill", "cannot resume ", run_dir.string(), ": it was started with another config (",
+           describe_differences(saved.at("config"), recorded, "in study.json"), "); it was started as: ",
+           saved.at("command").as_string());
+  } else if (fs::exists(study_file, ec)) {
+    fail("distill", run_dir.string(), " already holds a study (study.json): continue it with --resume ",
+         run_dir.string(), " or choose another --run-dir");
+  }
+  fs::create_directories(run_dir, ec);
+  if (ec || !fs::is_directory(run_dir, ec))
+    fail("distill", "cannot create run directory ", run_dir.string(), ": ",
+         ec ? ec.message() : std::string("a file of that name is in the way"));
+  if (!config.resume) {
+    Json study = Json::object();
+    study["command"] = config.command;
+    study["config"] = recorded;
+    write_file_atomically(study_file.string(), {study.dump(2) + "\n"}, "distill");
+  }
+  std::cout << "data: " << data_path << " (" << data.train.size() << " training and " << data.val.size()
+            << " validation tokens)\n" << std::flush;
 
   // ---- the teacher: cached by everything that determines its weights ----
-  nn::ModelConfig teacher_config = nn::load_config(config.teacher);
   TrainConfig tc = config.train;
   tc.steps = config.teacher_steps;
   tc.loss.kd_ratio = 0;
@@ -125,34 +195,32 @@ std::string run_study(StudyConfig config) {
   key["config"] = teacher_config.to_json();
   key["data"] = fs::absolute(data_path).string();
   key["tokens"] = data.train.size();
-  key["steps"] = tc.steps;
-  key["batch"] = tc.batch_size;
-  key["seq_len"] = tc.seq_len;
-  key["lr"] = tc.schedule.lr;
-  key["seed"] = tc.seed;
+  key["train"] = train_settings(tc, false);
   std::string cache = config.cache_dir.empty() ? default_cache_dir() : config.cache_dir;
   fs::path teacher_dir = fs::path(cache) / "teachers" / hex_hash(key.dump());
   nn::CausalLM teacher(teacher_config);
   nn::Params teacher_params;
   if (fs::exists(teacher_dir / "config.json")) {
-    std::cerr << "teacher: reusing " << teacher_dir.string() << "\n";
+    std::cout << "teacher: reusing " << teacher_dir.string() << "\n" << std::flush;
     teacher_params = nn::load_model_dir(teacher_dir.string()).params;
   } else {
-    std::cerr << "teacher: pretraining " << config.teacher << " for " << tc.steps << " steps\n";
     tc.run_dir = (run_dir / "teacher").string();
+    const bool resume = config.resume && has_checkpoint(tc.run_dir);
+    std::cout << "teacher: " << (resume ? "resuming" : "pretraining") << " " << config.teacher << " for " << tc.steps
+              << " steps\n" << std::flush;
     Generator gen(tc.seed);
     auto [ps, st] = teacher.init(gen);
-    TrainResult r = fit(teacher, ps, st, Teacher{}, data, tc);
+    TrainResult r = fit(teacher, ps, st, Teacher{}, data, tc, resume);
+    if (r.interrupted) return {run_dir.string(), true};
     teacher_params = r.params;
     nn::save_model_dir(teacher_dir.string(), teacher_config, teacher_params);
     write_file_atomically((teacher_dir / "key.json").string(), {key.dump(2) + "\n"}, "distill");
+    if (stop_requested().load()) return {run_dir.string(), true};
   }
   nn::State teacher_state = teacher.init_state();
   Teacher t{&teacher, &teacher_params, &teacher_state};
 
   // ---- one student per variant and seed, same data order ----
-  nn::ModelConfig student_base = nn::load_config(config.student);
-  student_base.attention = nn::AttentionConfig{};
   int64_t softmax_params = nn::CausalLM(student_base).num_params();
   std::vector<std::vector<RunOutcome>> outcomes(config.variants.size());
   std::vector<Batch> analysis = validation_batches(data.val.empty() ? data.train : data.val, config.train.seq_len,
@@ -168,13 +236,22 @@ std::string run_study(StudyConfig config) {
       c.steps = config.student_steps;
       c.seed = config.train.seed + uint64_t(seed);
       c.run_dir = (run_dir / (variant.name + (config.seeds > 1 ? "-seed" + std::to_string(seed) : ""))).string();
-      std::cerr << "student: " << variant.name << " (seed " << c.seed << ")\n";
+      const bool resume = config.resume && has_checkpoint(c.run_dir);
+      std::cout << "student: " << variant.name << " (seed " << c.seed << ")" << (resume ? ", resuming" : "") << "\n"
+                << std::flush;
       Generator gen(1000 + uint64_t(seed));
       auto [ps, st] = student.init(gen);
       RunOutcome out;
       out.variant = variant.name;
       out.overhead = student.num_params() - softmax_params;
-      out.result = fit(student, ps, st, t, data, c);
+      out.result = fit(student, ps, st, t, data, c, resume);
+      if (out.result.interrupted) return {run_dir.string(), true};
+      if (resume) {
+        // The steps before the checkpoint come from metrics.jsonl, so the table sees the whole run.
+        TrainResult history = read_metrics(c.run_dir);
+        out.result.steps = std::move(history.steps);
+        out.result.evals = std::move(history.evals);
+      }
       for (const Batch& b : analysis) {
         auto layers = student.analyze(b.inputs, out.result.params, out.result.state);
         if (out.layers.empty()) out.layers = layers;
@@ -185,6 +262,7 @@ std::string run_study(StudyConfig config) {
       }
       nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, out.result.params);
       outcomes[v].push_back(std::move(out));
+      if (stop_requested().load()) return {run_dir.string(), true};
     }
   }
 
@@ -265,7 +343,7 @@ std::string run_study(StudyConfig config) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n" << table.markdown() << "\n";
   std::cout << "finished in " << format_number(seconds, 3) << " s; results in " << run_dir.string() << "\n";
-  return run_dir.string();
+  return {run_dir.string(), false};
 }
 
 }  // namespace cotan::train

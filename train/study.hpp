@@ -1,6 +1,17 @@
 // The paper's comparison as one job (`cotan distill` with no arguments): pretrain a teacher (or
 // reuse a cached one with the same config, data and settings), distill one student per attention
 // kind with the same data order and seed, and report a Table-1-style comparison with plots.
+//
+// Run directory:
+//   study.json           the command line and the config: everything that determines the results
+//   teacher/             the teacher's run (trainer.hpp), when it was pretrained here
+//   <variant>[-seedN]/   one student's run, and model/ with its final weights
+//   table.md, table.csv, kd_loss.png, grad_norm.png, first_token_weight.png, entropy.png, alpha_*.png
+// Ctrl-C ends the study once the current run has written its checkpoint. Resuming (`resume`,
+// `cotan distill --resume DIR`) needs the config of study.json: finished runs are read back from
+// their final checkpoints and metrics, the interrupted one continues bit for bit, and the table
+// equals an uninterrupted study's. Inputs (configs, vocabularies, data, seq_len, the run
+// directory, study.json) are checked before anything is written.
 #pragma once
 
 #include <string>
@@ -30,6 +41,13 @@ struct StudyConfig {
   TrainConfig train;             // batch, seq_len, lr, loss... (steps and run_dir are set per run)
   std::vector<StudyVariant> variants;  // empty: the six of the paper's comparison
   bool quick = false;
+  bool resume = false;   // continue the study in run_dir (which must then be given)
+  std::string command;   // the command line, kept in study.json to show how the study was started
+};
+
+struct StudyResult {
+  std::string run_dir;       // table.md, table.csv, *.png, one folder per run
+  bool interrupted = false;  // stopped by Ctrl-C; resume to finish
 };
 
 std::vector<StudyVariant> default_variants();
@@ -37,7 +55,8 @@ std::vector<StudyVariant> default_variants();
 StudyConfig quick_study();
 StudyConfig default_study();
 
-// Runs the study and returns the run directory (table.md, table.csv, *.png, one folder per run).
-std::string run_study(StudyConfig config);
+// Runs (or resumes) the study. Progress and the table go to stdout, the trainer's step lines to
+// stderr.
+StudyResult run_study(StudyConfig config);
 
 }  // namespace cotan::train

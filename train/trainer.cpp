@@ -24,7 +24,11 @@ std::atomic<bool>& stop_requested() {
 }
 
 void install_interrupt_handler() {
-  std::signal(SIGINT, [](int) { stop_requested().store(true); });
+  stop_requested().store(false);
+  std::signal(SIGINT, [](int) {
+    stop_requested().store(true);
+    std::signal(SIGINT, SIG_DFL);
+  });
 }
 
 namespace {
@@ -34,26 +38,6 @@ Tensor teacher_logits(const Teacher& teacher, const Tensor& inputs) {
   nn::State st = teacher.state ? *teacher.state : teacher.model->init_state();
   st.training = false;
   return teacher.model->apply(inputs, *teacher.params, st).first;
-}
-
-Json train_fields(const TrainConfig& c, bool distill) {
-  Json j = Json::object();
-  j["mode"] = distill ? "distill" : "pretrain";
-  j["steps"] = c.steps;
-  j["batch_size"] = c.batch_size;
-  j["grad_accum"] = c.grad_accum;
-  j["seq_len"] = c.seq_len;
-  j["seed"] = c.seed;
-  j["clip"] = c.clip;
-  j["lr"] = c.schedule.lr;
-  j["warmup_steps"] = c.schedule.warmup_steps;
-  j["decay_fraction"] = c.schedule.decay_fraction;
-  j["decay"] = decay_name(c.schedule.decay);
-  j["weight_decay"] = c.adamw.weight_decay;
-  j["loss"] = kd_loss_spec(c.loss);
-  j["temperature"] = c.loss.temperature;
-  j["kd_ratio"] = c.loss.kd_ratio;
-  return j;
 }
 
 struct CheckpointContents {
@@ -90,17 +74,17 @@ void write_checkpoint(const fs::path& run_dir, int64_t step, const nn::CausalLM&
 }
 
 CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& model, const Json& fields, DType dtype) {
-  if (!fs::is_directory(dir)) fail("resume", dir.string(), ": no checkpoint to resume from");
   Json meta = read_json_file((dir / "trainer.json").string());
-  if (!(meta.at("model_config") == model.config().to_json()))
+  const Json config = model.config().to_json();
+  if (!(meta.at("model_config") == config))
     fail("resume", dir.string(), ": the checkpoint was written for another model config (",
-         meta.at("model_config").dump(), ")");
+         describe_differences(meta.at("model_config"), config, "in the checkpoint"), ")");
   // Everything but the step count must match for a bit-for-bit continuation.
   Json saved = meta.at("train"), now = fields;
   saved["steps"] = now["steps"] = 0;
   if (!(saved == now))
-    fail("resume", dir.string(), ": the checkpoint was written with other training settings (", meta.at("train").dump(),
-         ")");
+    fail("resume", dir.string(), ": the checkpoint was written with other training settings (",
+         describe_differences(saved, now, "in the checkpoint"), ")");
   CheckpointContents c;
   c.step = meta.at("step").as_int();
   c.loader = LoaderState::from_json(meta.at("loader"));
@@ -108,9 +92,31 @@ CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& mode
   nn::check_params(model.param_specs(), c.params, (dir / "model.safetensors").string());
   for (auto& [name, t] : load_safetensors((dir / "optimizer.safetensors").string())) c.optimizer.emplace(name, t);
   for (auto& [name, t] : load_safetensors((dir / "state.safetensors").string())) c.state.buffers.emplace(name, t);
-  c.step = meta.at("step").as_int();
   if (meta.at("optimizer_steps").as_int() != c.step) fail("resume", dir.string(), ": optimizer and trainer steps differ");
   return c;
+}
+
+// The checkpoint to resume from: checkpoint/, or after a crash inside write_checkpoint the
+// complete one of checkpoint.old/ and checkpoint.tmp/ (trainer.json is written last); empty if none.
+fs::path find_checkpoint(const fs::path& run_dir) {
+  std::error_code ec;
+  for (const char* name : {"checkpoint", "checkpoint.old", "checkpoint.tmp"})
+    if (fs::is_regular_file(run_dir / name / "trainer.json", ec)) return run_dir / name;
+  return {};
+}
+
+// Creates the run directory and checks that files can be written there; writes nothing else.
+void prepare_run_dir(const fs::path& run_dir) {
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec || !fs::is_directory(run_dir, ec))
+    fail("train", "cannot create run directory ", run_dir.string(), ": ",
+         ec ? ec.message() : std::string("a file of that name is in the way"));
+  fs::path probe = run_dir / ".write-test";
+  std::ofstream out(probe);
+  if (!out) fail("train", "run directory ", run_dir.string(), " is not writable");
+  out.close();
+  fs::remove(probe, ec);
 }
 
 // Keeps the metrics of steps before `step`, so a resumed run's file equals an uninterrupted one.
@@ -150,6 +156,90 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
+Json train_settings(const TrainConfig& c, bool distill) {
+  Json j = Json::object();
+  j["mode"] = distill ? "distill" : "pretrain";
+  j["steps"] = c.steps;
+  j["batch_size"] = c.batch_size;
+  j["grad_accum"] = c.grad_accum;
+  j["seq_len"] = c.seq_len;
+  j["seed"] = c.seed;
+  j["clip"] = c.clip;
+  j["lr"] = c.schedule.lr;
+  j["warmup_steps"] = c.schedule.warmup_steps;
+  j["decay_fraction"] = c.schedule.decay_fraction;
+  j["decay"] = decay_name(c.schedule.decay);
+  j["weight_decay"] = c.adamw.weight_decay;
+  j["loss"] = kd_loss_spec(c.loss);
+  j["temperature"] = c.loss.temperature;
+  j["kd_ratio"] = c.loss.kd_ratio;
+  return j;
+}
+
+bool has_checkpoint(const std::string& run_dir) { return !find_checkpoint(run_dir).empty(); }
+
+TrainResult read_metrics(const std::string& run_dir) {
+  const fs::path path = fs::path(run_dir) / "metrics.jsonl";
+  std::ifstream in(path);
+  if (!in) fail("train", path.string(), ": cannot read");
+  TrainResult r;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const Json row = Json::parse(line);
+    StepRecord s;
+    s.step = row.at("step").as_int();
+    s.lr = row.at("lr").as_double();
+    s.loss = row.at("loss").as_double();
+    s.kd = row.at("kd").as_double();
+    s.ce = row.at("ce").as_double();
+    s.teacher_entropy = row.at("teacher_entropy").as_double();
+    s.grad_norm = row.at("grad_norm").as_double();
+    s.tokens_per_s = row.at("tokens_per_s").as_double();
+    r.steps.push_back(s);
+    if (const Json* e = row.find("eval")) {
+      r.evals.push_back({s.step, e->at("kd").as_double(), e->at("ce").as_double(), e->at("ppl").as_double()});
+    }
+  }
+  return r;
+}
+
+namespace {
+
+void collect_differences(const Json& saved, const Json& now, const std::string& path, const std::string& where,
+                         std::vector<std::string>& out) {
+  auto name = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  if (saved.is_object() && now.is_object()) {
+    for (const auto& [key, value] : saved.as_object()) {
+      if (const Json* other = now.find(key)) {
+        collect_differences(value, *other, name(key), where, out);
+      } else {
+        out.push_back(name(key) + " is " + value.dump() + " " + where + " but absent now");
+      }
+    }
+    for (const auto& [key, value] : now.as_object())
+      if (!saved.contains(key)) out.push_back(name(key) + " is absent " + where + " but " + value.dump() + " now");
+  } else if (saved.is_array() && now.is_array() && saved.size() == now.size()) {
+    for (size_t i = 0; i < saved.size(); ++i)
+      collect_differences(saved.at(i), now.at(i), cat(path, "[", i, "]"), where, out);
+  } else if (!(saved == now)) {
+    out.push_back((path.empty() ? std::string("the value") : path) + " is " + saved.dump() + " " + where + " but " +
+                  now.dump() + " now");
+  }
+}
+
+}  // namespace
+
+std::string describe_differences(const Json& saved, const Json& now, const std::string& saved_where) {
+  std::vector<std::string> found;
+  collect_differences(saved, now, "", saved_where, found);
+  constexpr size_t kShown = 4;
+  std::string text;
+  for (size_t i = 0; i < std::min(found.size(), kShown); ++i) text += (i ? "; " : "") + found[i];
+  if (found.size() > kShown) text += cat("; and ", found.size() - kShown, " more");
+  return text;
+}
+
 EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
                     const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss) {
   NoGrad no_grad;
@@ -171,6 +261,42 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
   return r;
 }
 
+StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State& state, AdamW& opt,
+                      const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
+                      double lr) {
+  const bool distill = teacher.model != nullptr;
+  nn::Params grads;
+  StepRecord rec;
+  for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
+    Batch batch = next_batch();
+    Tensor tl = distill ? teacher_logits(teacher, batch.inputs) : Tensor();
+    LossParts parts;
+    nn::State next;
+    auto [value, g] = nn::value_and_grad([&](const nn::Params& p) {
+      auto [logits, st2] = student.apply(batch.inputs, p, state);
+      next = st2;
+      if (distill) {
+        parts = distill_loss(logits, tl, batch.targets, config.loss);
+      } else {
+        parts.total = cross_entropy(logits, batch.targets);
+        parts.ce = parts.total.detach();
+      }
+      return parts.total;
+    }, params);
+    state = next;
+    double scale = 1.0 / double(config.grad_accum);
+    accumulate(grads, g, scale);
+    rec.loss += value.item<double>() * scale;
+    if (parts.kd.defined()) rec.kd += parts.kd.item<double>() * scale;
+    if (parts.ce.defined()) rec.ce += parts.ce.item<double>() * scale;
+    if (parts.teacher_entropy.defined()) rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
+  }
+  rec.grad_norm = config.clip > 0 ? clip_grad_norm(grads, config.clip) : global_norm(grads);
+  rec.lr = lr;
+  if (std::isfinite(rec.loss) && std::isfinite(rec.grad_norm)) opt.step(params, grads, lr);
+  return rec;
+}
+
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume) {
   if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
@@ -179,17 +305,6 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   if (distill && teacher.model->config().vocab_size != student.config().vocab_size && !config.loss.slice_teacher_vocab)
     fail("distill", "teacher vocabulary ", teacher.model->config().vocab_size, " differs from the student's ",
          student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
-  fs::path run_dir(config.run_dir);
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec || !fs::is_directory(run_dir)) fail("train", "cannot create run directory ", run_dir.string(), ": ", ec.message());
-  {
-    fs::path probe = run_dir / ".write-test";
-    std::ofstream out(probe);
-    if (!out) fail("train", "run directory ", run_dir.string(), " is not writable");
-    out.close();
-    fs::remove(probe, ec);
-  }
 
   ScheduleConfig schedule = config.schedule;
   schedule.total_steps = config.steps;
@@ -201,18 +316,28 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   WindowLoader loader(data.train, config.seq_len, config.batch_size, config.seed);
   std::vector<Batch> val = data.val.empty() ? std::vector<Batch>{}
                                             : validation_batches(data.val, config.seq_len, config.batch_size, config.eval_batches);
-  Json fields = train_fields(config, distill);
+  Json fields = train_settings(config, distill);
   DType dtype = params.begin()->second.dtype();
 
+  // Every check above and the checkpoint's below come before the first write.
+  const fs::path run_dir(config.run_dir);
   int64_t start = 0;
-  fs::path metrics_path = run_dir / "metrics.jsonl";
+  fs::path saved_dir;
   if (resume) {
-    CheckpointContents c = read_checkpoint(run_dir / "checkpoint", student, fields, dtype);
-    start = c.step;
-    params = std::move(c.params);
-    state.buffers = std::move(c.state.buffers);
-    opt.load_state(c.optimizer, c.step);
-    loader.restore(c.loader);
+    saved_dir = find_checkpoint(run_dir);
+    if (saved_dir.empty()) fail("resume", (run_dir / "checkpoint").string(), ": no checkpoint to resume from");
+    CheckpointContents saved = read_checkpoint(saved_dir, student, fields, dtype);
+    loader.restore(saved.loader);
+    opt.load_state(saved.optimizer, saved.step);
+    start = saved.step;
+    params = std::move(saved.params);
+    state.buffers = std::move(saved.state.buffers);
+  }
+  prepare_run_dir(run_dir);
+
+  const fs::path metrics_path = run_dir / "metrics.jsonl";
+  if (resume) {
+    if (saved_dir != run_dir / "checkpoint") fs::rename(saved_dir, run_dir / "checkpoint");
     truncate_metrics(metrics_path, start);
   } else {
     std::ofstream truncate(metrics_path, std::ios::trunc);
@@ -222,9 +347,12 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   state.training = true;
 
   TrainResult result;
+  result.start_step = start;
   bool bar = config.progress && isatty(fileno(stderr));
   auto t0 = std::chrono::steady_clock::now();
-  int64_t last_good = start;
+  // A checkpoint of this run: the one resumed from, then each one written.
+  std::optional<int64_t> last_good;
+  if (resume) last_good = start;
   int64_t end = config.stop_after > 0 ? std::min(config.steps, config.stop_after) : config.steps;
   for (int64_t step = start; step < end; ++step) {
     if (stop_requested().load()) {
@@ -236,44 +364,18 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
       break;
     }
     auto ts = std::chrono::steady_clock::now();
-    nn::Params grads;
-    StepRecord rec;
+    StepRecord rec = train_step(student, params, state, opt, teacher, [&] { return loader.next(); }, config,
+                                lr_at(schedule, step));
     rec.step = step;
-    for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
-      Batch batch = loader.next();
-      Tensor tl = distill ? teacher_logits(teacher, batch.inputs) : Tensor();
-      LossParts parts;
-      nn::State next;
-      auto [value, g] = nn::value_and_grad([&](const nn::Params& p) {
-        auto [logits, st2] = student.apply(batch.inputs, p, state);
-        next = st2;
-        if (distill) {
-          parts = distill_loss(logits, tl, batch.targets, config.loss);
-        } else {
-          parts.total = cross_entropy(logits, batch.targets);
-          parts.ce = parts.total.detach();
-        }
-        return parts.total;
-      }, params);
-      state = next;
-      double scale = 1.0 / double(config.grad_accum);
-      accumulate(grads, g, scale);
-      rec.loss += value.item<double>() * scale;
-      if (parts.kd.defined()) rec.kd += parts.kd.item<double>() * scale;
-      if (parts.ce.defined()) rec.ce += parts.ce.item<double>() * scale;
-      if (parts.teacher_entropy.defined()) rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
-    }
-    rec.grad_norm = config.clip > 0 ? clip_grad_norm(grads, config.clip) : global_norm(grads);
     if (!std::isfinite(rec.loss) || !std::isfinite(rec.grad_norm)) {
       if (bar) std::cerr << "\n";
       fail("train", "step ", step, ": the ", std::isfinite(rec.loss) ? "gradient norm" : "loss", " is ",
-           std::isfinite(rec.loss) ? rec.grad_norm : rec.loss, " (last good checkpoint: ",
-           fs::exists(run_dir / "checkpoint") ? (run_dir / "checkpoint").string() + " at step " + std::to_string(last_good)
-                                               : std::string("none written yet"),
+           std::isfinite(rec.loss) ? rec.grad_norm : rec.loss, " (",
+           "last good checkpoint: ",
+           last_good ? cat((run_dir / "checkpoint").string(), " at step ", *last_good)
+                     : cat("none written yet in ", run_dir.string()),
            ")");
     }
-    rec.lr = lr_at(schedule, step);
-    opt.step(params, grads, rec.lr);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     rec.tokens_per_s = double(config.batch_size * config.grad_accum * config.seq_len) / std::max(seconds, 1e-9);
     result.steps.push_back(rec);

@@ -9,9 +9,14 @@
 //                      elapsed_s is a deterministic function of the seed.
 //   checkpoint/        model.safetensors, optimizer.safetensors, state.safetensors (alpha_ma)
 //                      and trainer.json (step, loader state, configs); written to checkpoint.tmp
-//                      and renamed into place, so a crash never leaves half a checkpoint.
+//                      (trainer.json last) and renamed into place via checkpoint.old, so a crash
+//                      never leaves half a checkpoint: resuming takes checkpoint/, else the
+//                      complete one of checkpoint.old/ and checkpoint.tmp/.
 // Resuming from checkpoint/ continues bit for bit: the losses of 20 + 20 resumed steps equal
-// those of 40 uninterrupted steps.
+// those of 40 uninterrupted steps, and metrics.jsonl equals the uninterrupted run's.
+//
+// fit() checks its inputs (data long enough for seq_len, vocabularies, the checkpoint's configs,
+// a writable run directory) before it writes anything, so a bad input changes no file.
 #pragma once
 
 #include <atomic>
@@ -68,10 +73,12 @@ struct TrainResult {
   std::vector<EvalRecord> evals;
   nn::Params params;
   nn::State state;
+  int64_t start_step = 0;  // 0, or the checkpoint's step when resumed; `steps` holds the steps run
   bool interrupted = false;
 };
 
-// Set by SIGINT: the loop writes a checkpoint and returns with `interrupted`.
+// Set by SIGINT: the loop writes a checkpoint and returns with `interrupted`. The handler
+// restores the default action, so a second Ctrl-C ends the process at once.
 std::atomic<bool>& stop_requested();
 void install_interrupt_handler();
 
@@ -80,6 +87,33 @@ void install_interrupt_handler();
 // unwritable run directory) throw with the step and path named; the last good checkpoint stays.
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume = false);
+
+// The training settings a checkpoint records (trainer.json "train"); resuming needs them equal,
+// except for `steps`.
+Json train_settings(const TrainConfig& config, bool distill);
+
+// Whether run_dir holds a checkpoint to resume from (see the run directory above).
+bool has_checkpoint(const std::string& run_dir);
+
+// The step and evaluation records of run_dir/metrics.jsonl (`params` and `state` stay empty):
+// after a resumed fit(), the whole run's history, as an uninterrupted run returns it.
+TrainResult read_metrics(const std::string& run_dir);
+
+// The members where two JSON objects differ, e.g. `seq_len is 16 in the checkpoint but 32 now;
+// attention.kind is "sink" in the checkpoint but "softmax" now` (at most four, then a count).
+std::string describe_differences(const Json& saved, const Json& now, const std::string& saved_where);
+
+// One optimizer step, the body of fit's loop: for each of config.grad_accum micro-batches from
+// next_batch, the teacher's logits (under no_grad, evaluation mode) and the student's forward and
+// backward passes on the KD loss (cross-entropy when teacher.model is null); then the averaged
+// gradients' global norm, clipping (config.clip > 0) and the AdamW update at `lr`. `params` and
+// `state` (training mode) are replaced by their new values. A step whose loss or gradient norm is
+// not finite is returned without the update, params unchanged, for the caller to report.
+// Fills lr, loss, kd, ce, teacher_entropy and grad_norm of the record; step and tokens_per_s are
+// the caller's.
+StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State& state, AdamW& opt,
+                      const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
+                      double lr);
 
 // Mean KD loss, CE and perplexity over the validation batches (evaluation mode, no gradients).
 EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,

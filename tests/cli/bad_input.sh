@@ -1,0 +1,214 @@
+# Bad input to `cotan pretrain` and `cotan distill`: each case checks the exit status, the one
+# line on stderr and that no file was overwritten. Usage: sh bad_input.sh COTAN CASE
+. "$(dirname "$0")/common.sh"
+
+# A finished pretraining run in $WORK/run (3 steps, checkpoint at the end), remembered.
+pretrain_run() {
+  pretrain --run-dir "$WORK/run" > /dev/null 2>&1 || fail "the first run failed"
+  remember "$WORK/run"
+}
+
+# A finished study in $WORK/study (teacher and one student, 3 steps each), remembered.
+study_run() {
+  distill --run-dir "$WORK/study" > /dev/null 2>&1 || fail "the first study failed"
+  remember "$WORK/study"
+}
+
+# ---- a missing or empty corpus ----
+
+case_pretrain_missing_corpus() {
+  pretrain_run
+  expect_error "$WORK/missing: no such file or directory" \
+    pretrain --data "$WORK/missing" --run-dir "$WORK/run"
+  check_unchanged "$WORK/run"
+}
+
+case_distill_missing_corpus() {
+  expect_error "$WORK/missing: no such file or directory" \
+    distill --data "$WORK/missing" --run-dir "$WORK/study"
+  [ ! -e "$WORK/study" ] || fail "the run directory was created"
+  [ ! -e "$WORK/cache" ] || fail "the cache directory was created"
+}
+
+case_pretrain_empty_corpus() {
+  pretrain_run
+  mkdir "$WORK/empty"
+  expect_error "$WORK/empty: the corpus is empty" \
+    pretrain --data "$WORK/empty" --run-dir "$WORK/run"
+  printf '\n  \n' > "$WORK/blank.txt"
+  expect_error "$WORK/blank.txt: the corpus is empty" \
+    pretrain --data "$WORK/blank.txt" --run-dir "$WORK/run"
+  check_unchanged "$WORK/run"
+}
+
+case_distill_empty_corpus() {
+  mkdir "$WORK/empty"
+  expect_error "$WORK/empty: the corpus is empty" \
+    distill --data "$WORK/empty" --run-dir "$WORK/study"
+  [ ! -e "$WORK/study" ] || fail "the run directory was created"
+}
+
+# ---- seq_len longer than the data ----
+
+case_pretrain_seq_len() {
+  pretrain_run
+  expect_error "seq_len 100000 needs at least 100001 tokens|training split has" \
+    pretrain --seq-len 100000 --run-dir "$WORK/run"
+  check_unchanged "$WORK/run"
+  expect_error "seq_len 100000 needs at least 100001 tokens" \
+    pretrain --seq-len 100000 --run-dir "$WORK/new"
+  [ ! -e "$WORK/new" ] || fail "the run directory was created"
+}
+
+case_distill_seq_len() {
+  study_run
+  expect_error "seq_len 100000 needs at least 100001 tokens" \
+    distill --seq-len 100000 --resume "$WORK/study"
+  check_unchanged "$WORK/study"
+  expect_error "seq_len 100000 needs at least 100001 tokens" \
+    distill --seq-len 100000 --run-dir "$WORK/new"
+  [ ! -e "$WORK/new" ] || fail "the run directory was created"
+}
+
+# ---- teacher and student vocabularies that differ ----
+
+case_distill_vocab() {
+  make_config "$WORK/wide.json" softmax 300
+  expect_error "teacher vocabulary 300 ($WORK/wide.json) differs from the student's 257|--slice-teacher-vocab" \
+    distill --teacher "$WORK/wide.json" --run-dir "$WORK/study"
+  [ ! -e "$WORK/study" ] || fail "the run directory was created"
+  [ ! -e "$WORK/cache" ] || fail "the cache directory was created"
+}
+
+# ---- an unknown attention kind or option ----
+
+case_pretrain_unknown_attention() {
+  pretrain_run
+  make_config "$WORK/odd.json" cubic
+  expect_error "--config $WORK/odd.json|unknown attention kind 'cubic'|softmax, sink, affine, gated, affine_gated" \
+    pretrain --config "$WORK/odd.json" --run-dir "$WORK/run"
+  check_unchanged "$WORK/run"
+}
+
+case_distill_unknown_attention() {
+  study_run
+  expect_error "--attention cubic|unknown attention kind 'cubic'" \
+    distill --attention cubic --resume "$WORK/study"
+  make_config "$WORK/odd.json" cubic
+  expect_error "--student $WORK/odd.json|unknown attention kind 'cubic'" \
+    distill --student "$WORK/odd.json" --resume "$WORK/study"
+  check_unchanged "$WORK/study"
+}
+
+case_pretrain_unknown_option() {
+  pretrain_run
+  expect_error "unrecognised option '--learning-rate'" \
+    pretrain --learning-rate 0.1 --run-dir "$WORK/run"
+  expect_error "--loss mse: unknown KD loss 'mse'" \
+    pretrain --loss mse --run-dir "$WORK/run"
+  expect_error "--steps" pretrain --steps many --run-dir "$WORK/run"
+  check_unchanged "$WORK/run"
+}
+
+case_distill_unknown_option() {
+  study_run
+  expect_error "unrecognised option '--students'" \
+    distill --students 3 --resume "$WORK/study"
+  expect_error "--loss mse: unknown KD loss 'mse'" \
+    distill --loss mse --resume "$WORK/study"
+  check_unchanged "$WORK/study"
+}
+
+# ---- a NaN or Inf loss ----
+
+# lr 1e30 without clipping sends the weights past the float range after the first step.
+case_pretrain_nan() {
+  diverge="--lr 1e30 --clip 0 --checkpoint-every 1"
+  expect_error "[train] step |last good checkpoint: $WORK/run/checkpoint at step " \
+    pretrain $diverge --steps 20 --run-dir "$WORK/run"
+  step=$(sed -n 's/^cotan: \[train\] step \([0-9]*\): .*/\1/p' "$STDERR")
+  [ -n "$step" ] || fail "no step named"
+  grep -qE "the (loss|gradient norm) is (nan|-?inf)" "$STDERR" || fail "no NaN or Inf named"
+  grep -qF "at step $step)" "$STDERR" || fail "the last good checkpoint is not the step before the failure"
+  [ "$(checkpoint_step "$WORK/run/checkpoint")" = "$step" ] || fail "the checkpoint is not at step $step"
+  [ ! -e "$WORK/run/checkpoint.tmp" ] || fail "a partial checkpoint was left"
+  remember "$WORK/run/checkpoint"
+  # It loads: resuming with --stop-after at its step reads every tensor and trains no step.
+  pretrain $diverge --steps 20 --resume "$WORK/run" --stop-after "$step" \
+    --out "$WORK/model" > /dev/null 2> "$STDERR" || fail "the last good checkpoint does not load: $(cat "$STDERR")"
+  [ -s "$WORK/model/model.safetensors" ] || fail "no model saved from the last good checkpoint"
+  check_unchanged "$WORK/run/checkpoint"
+}
+
+case_distill_nan() {
+  expect_error "[train] step |last good checkpoint: $WORK/study/teacher/checkpoint at step " \
+    distill --lr 1e30 --clip 0 --checkpoint-every 1 --teacher-steps 20 \
+    --run-dir "$WORK/study"
+  step=$(sed -n 's/^cotan: \[train\] step \([0-9]*\): .*/\1/p' "$STDERR")
+  [ -n "$step" ] && [ "$(checkpoint_step "$WORK/study/teacher/checkpoint")" = "$step" ] ||
+    fail "the teacher's checkpoint is not at the step before the failure"
+  [ -z "$(ls "$WORK/cache/teachers" 2> /dev/null)" ] || fail "a diverged teacher was cached"
+}
+
+# ---- resuming from a checkpoint of another config ----
+
+case_pretrain_resume_other_config() {
+  pretrain_run
+  make_config "$WORK/sink.json" sink
+  expect_error "$WORK/run/checkpoint: the checkpoint was written for another model config|attention.kind is \"softmax\" in the checkpoint but \"sink\" now" \
+    pretrain --config "$WORK/sink.json" --resume "$WORK/run"
+  expect_error "other training settings|lr is 0.003 in the checkpoint but 0.01 now" \
+    pretrain --lr 0.01 --resume "$WORK/run"
+  expect_error "other training settings|seq_len is 16 in the checkpoint but 32 now" \
+    pretrain --seq-len 32 --resume "$WORK/run"
+  check_unchanged "$WORK/run"
+}
+
+case_distill_resume_other_config() {
+  study_run
+  expect_error "cannot resume $WORK/study: it was started with another config|student_steps is 3 in study.json but 5 now|it was started as: cotan distill" \
+    distill --steps 5 --resume "$WORK/study"
+  expect_error "variants[0].kind is \"softmax\" in study.json but \"gated\" now" \
+    distill --student "$WORK/tiny.json" --attention gated --resume "$WORK/study"
+  check_unchanged "$WORK/study"
+}
+
+case_resume_without_checkpoint() {
+  mkdir "$WORK/empty"
+  expect_error "$WORK/empty/checkpoint: no checkpoint to resume from" \
+    pretrain --resume "$WORK/empty"
+  expect_error "cannot resume $WORK/empty: $WORK/empty/study.json is missing" \
+    distill --resume "$WORK/empty"
+  [ -z "$(ls -A "$WORK/empty")" ] || fail "files were written into $WORK/empty"
+  expect_error "--resume $WORK/empty and --run-dir $WORK/other name different directories" \
+    pretrain --resume "$WORK/empty" --run-dir "$WORK/other"
+}
+
+case_distill_existing_study() {
+  study_run
+  expect_error "$WORK/study already holds a study|--resume $WORK/study" \
+    distill --run-dir "$WORK/study"
+  check_unchanged "$WORK/study"
+}
+
+# ---- an unwritable run directory (a regular file in the way stops root as well) ----
+
+case_pretrain_unwritable() {
+  echo "not a directory" > "$WORK/file"
+  remember "$WORK"
+  expect_error "cannot create run directory $WORK/file/run" \
+    pretrain --run-dir "$WORK/file/run"
+  expect_error "cannot create run directory $WORK/file" \
+    pretrain --run-dir "$WORK/file"
+  check_unchanged "$WORK"
+}
+
+case_distill_unwritable() {
+  echo "not a directory" > "$WORK/file"
+  expect_error "cannot create run directory $WORK/file/study" \
+    distill --run-dir "$WORK/file/study"
+  [ "$(cat "$WORK/file")" = "not a directory" ] || fail "$WORK/file was changed"
+  [ ! -e "$WORK/cache" ] || fail "the cache directory was created"
+}
+
+run_case
