@@ -6,6 +6,9 @@
 #include "tensor/error.hpp"
 
 namespace cotan::app {
+
+int bench_train(const Args& args);  // app/bench_train.cpp
+
 namespace {
 
 struct Benchmark {
@@ -19,6 +22,7 @@ constexpr Benchmark benchmarks[] = {
     {"ops", bench_ops, "elementwise, reduction and indexing kernels"},
     {"attention", bench_attention, "fused and composed attention, every kind, forward + backward"},
     {"kd-loss", bench_kd_loss, "fused and composed distillation losses: time and peak memory"},
+    {"train", bench_train, "the tiny student's distillation step: tokens/s, against eager PyTorch"},
 };
 
 std::string names() {

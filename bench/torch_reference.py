@@ -17,7 +17,10 @@ Modes:
       for cotan's benches: prints one JSON line {"torch", "blas", "threads"} (or {"error"} when
       PyTorch cannot be imported), then answers each request line
       {"op": "matmul", "m", "n", "k", "dtype", "runs"} with {"seconds": [one time per run]},
-      keeping the operands of the last shape between requests. An empty line or EOF ends it.
+      keeping the operands of the last shape between requests; and
+      {"op": "train", "kind", "batch", "seq_len", "steps"[, "weights"]} with {"seconds", "cpu_seconds",
+      "losses", "grad_norms"}: timed distillation steps of torch_train_reference.py (same folder), whose
+      models and optimizer are kept between requests. An empty line or EOF ends it.
 """
 
 import argparse
@@ -103,12 +106,17 @@ def serve(args):
             break
         try:
             request = json.loads(line)
-            if request.get("op") != "matmul":
+            if request.get("op") == "train":
+                from torch_train_reference import serve_train
+
+                reply = serve_train(request)
+            elif request.get("op") == "matmul":
+                shape = (request["m"], request["n"], request["k"], request["dtype"])
+                if shape != key:
+                    key, (a, b) = shape, operands(torch, *shape)
+                reply = {"seconds": time_matmul(torch, a, b, int(request.get("runs", 1)))}
+            else:
                 raise ValueError(f"unknown op {request.get('op')!r}")
-            shape = (request["m"], request["n"], request["k"], request["dtype"])
-            if shape != key:
-                key, (a, b) = shape, operands(torch, *shape)
-            reply = {"seconds": time_matmul(torch, a, b, int(request.get("runs", 1)))}
         except Exception as error:
             reply = {"error": str(error)}
         print(json.dumps(reply), flush=True)

@@ -1,4 +1,6 @@
 #include "tensor/op_table.hpp"
+#include "cuda/kernels/backend.hpp"
+#include "cuda/runtime.hpp"
 #include "tensor/cpu/backend.hpp"
 
 namespace cotan {
@@ -18,8 +20,10 @@ void register_backend(DeviceKind kind, Backend* b) {
 
 Backend& backend(Device device) {
   if (device.is_cpu()) return cpu_backend();
-  if (!cuda_backend) fail("device", "cannot use ", to_string(device), ": this build has no CUDA backend");
-  return *cuda_backend;
+  if (cuda_backend) return *cuda_backend;
+  if (Backend* found = cuda_device_backend()) return *found;
+  if (!cuda_compiled_in()) fail("device", "cannot use ", to_string(device), ": this build has no CUDA backend");
+  fail("cuda", cuda_status());  // "[cuda] no CUDA device: <the driver's reason>"
 }
 
 std::shared_ptr<Storage> allocate(size_t nbytes, Device device) { return backend(device).allocate(nbytes); }

@@ -11,8 +11,13 @@
 #include <Eigen/Core>
 
 #include "autograd/autograd.hpp"
+#include "cotan_config.h"
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/ops.hpp"
+
+#ifdef COTAN_HAVE_CUDA
+#include "cuda/kernels/kd_loss.hpp"
+#endif
 
 namespace cotan::train {
 
@@ -355,11 +360,29 @@ Tensor scale_cotangent(const Tensor& grad, const Tensor& g) {
   return cast(cast(grad, g.dtype()) * g, grad.dtype());
 }
 
-LossParts assemble(const LossValues& v, const Inputs& in, const LossConfig& config, DType dtype) {
+LossParts assemble(const LossValues& v, const Inputs& in, const LossConfig& config, DType dtype, Device device) {
   double total = 0;
   if (in.want_kd) total += config.kd_ratio * v.kd;
   if (in.want_ce) total += (1 - config.kd_ratio) * v.ce;
-  return {scalar(total, dtype), scalar(v.kd, dtype), scalar(v.ce, dtype), scalar(v.entropy, dtype), in.count};
+  return {scalar(total, dtype, device), scalar(v.kd, dtype, device), scalar(v.ce, dtype, device),
+          scalar(v.entropy, dtype, device), in.count};
+}
+
+// Student logits off the CPU: the device's fused kernel (cuda/kernels/kd_loss.hpp), which sets
+// `grad` (the student's shape, on the device) when `differentiate`.
+LossValues run_fused_device(const Inputs& in, const Tensor& student_logits, const LossConfig& config,
+                            bool differentiate, Tensor& grad) {
+#ifdef COTAN_HAVE_CUDA
+  if (student_logits.device().is_cuda()) {
+    const kd_loss::KdLossResult r =
+        cuda::launch::kd_loss_forward_backward(in.student.detach(), in.teacher, in.targets, config, differentiate);
+    if (differentiate) grad = reshape(r.grad, student_logits.shape());
+    return {r.kd, r.ce, r.teacher_entropy};
+  }
+#else
+  (void)in, (void)config, (void)differentiate, (void)grad;
+#endif
+  fail(kOp, "the fused loss has no ", to_string(student_logits.device()), " kernel; use distill_loss_composed");
 }
 
 }  // namespace
@@ -410,24 +433,26 @@ std::string kd_loss_spec(const LossConfig& config) {
 LossParts distill_loss(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
                        const LossConfig& config) {
   Inputs in = check_inputs(student_logits, teacher_logits, targets, config);
-  check(student_logits.device().is_cpu(), kOp, "the fused loss has no ", to_string(student_logits.device()),
-        " kernel yet; use distill_loss_composed");
-  in.student = contiguous(in.student.detach());
-  if (in.want_kd) in.teacher = contiguous(in.teacher);
   const bool differentiate = grad_enabled() && student_logits.tracked();
-  Tensor grad = differentiate ? Tensor::empty(student_logits.shape(), student_logits.dtype()) : Tensor();
-
+  Tensor grad;
   LossValues values;
-  dispatch_floating(in.student.dtype(), [&](auto s) {
-    using S = decltype(s);
-    if (!in.want_kd) {
-      values = run_fused<S, S>(in, config, grad);
-      return;
-    }
-    dispatch_floating(in.teacher.dtype(), [&](auto u) { values = run_fused<S, decltype(u)>(in, config, grad); });
-  });
+  if (!student_logits.device().is_cpu()) {
+    values = run_fused_device(in, student_logits, config, differentiate, grad);
+  } else {
+    in.student = contiguous(in.student.detach());
+    if (in.want_kd) in.teacher = contiguous(in.teacher);
+    if (differentiate) grad = Tensor::empty(student_logits.shape(), student_logits.dtype());
+    dispatch_floating(in.student.dtype(), [&](auto s) {
+      using S = decltype(s);
+      if (!in.want_kd) {
+        values = run_fused<S, S>(in, config, grad);
+        return;
+      }
+      dispatch_floating(in.teacher.dtype(), [&](auto u) { values = run_fused<S, decltype(u)>(in, config, grad); });
+    });
+  }
 
-  LossParts parts = assemble(values, in, config, compute_dtype(student_logits.dtype()));
+  LossParts parts = assemble(values, in, config, compute_dtype(student_logits.dtype()), student_logits.device());
   if (differentiate)
     parts.total = record("distill_loss", parts.total, {student_logits, teacher_logits, targets},
                          [grad](const Tensor& g) { return std::vector{scale_cotangent(grad, g), Tensor(), Tensor()}; });

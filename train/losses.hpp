@@ -45,6 +45,9 @@
 //                          read-only). No buffer is made when the student logits are not tracked
 //                          or grad mode is off. f64 computes in f64, f32 and bf16 in f32; sums
 //                          along a row are taken in blocks of 1024 in that type, added in f64.
+//                          Student logits on a CUDA device run the same math in the kernels of
+//                          cuda/kernels/kd_loss.cuh (a block per row, one read of both rows for
+//                          the log-sum-exps); the loss parts are then scalars on that device.
 //   distill_loss_composed  the same losses from primitive ops (log_softmax, exp, sum, gather...),
 //                          differentiated by the engine: the oracle the fused kernel is tested
 //                          against, and the fallback on devices without a fused kernel.

@@ -1,0 +1,353 @@
+// `cotan bench train`: training tokens/s of the tiny student's distillation step, the step of
+// `cotan distill` (train::train_step, the body of train::fit's loop): the frozen tiny teacher's
+// logits under no_grad, the student's forward and backward passes on the fused KD loss (fkl,
+// tau 1, kd_ratio 1), global-norm clipping at 1.0 and the AdamW update, f32 on the CPU, one fixed
+// random batch, constant lr.
+//
+// With PyTorch (on by default when /usr/bin/python3 imports torch), the same step is timed in
+// eager PyTorch (bench/torch_train_reference.py, through torch_reference.py's `serve` mode; see
+// app/torch_reference.hpp) with the same threads. Both sides start from cotan's initial weights
+// and batch, so their losses must agree step by step: the agreement is printed as a check that
+// the two do the same work. After warm-up, cotan and PyTorch alternate in blocks of --block
+// steps; each reports the median step time, and the ratio is cotan tokens/s over PyTorch's.
+// The median CPU time of a step (the process's, all threads) is printed next to it: where the
+// machine has more runnable threads than cores, wall time is mostly time spent waiting for one.
+//
+// PyTorch's OpenMP workers spin while they wait for work. On a shared machine with more runnable
+// threads than cores that spinning costs it most of its time (seen here at load 14 on 2 cores:
+// 6.6 s a step instead of 0.88 s with OMP_WAIT_POLICY=PASSIVE), while on an idle machine it
+// saves a little. With --torch-omp-wait auto (the default) the warm-up runs PyTorch both ways, in
+// two processes, and the timed steps use the faster: the reference at its best on this machine.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "app/bench_util.hpp"
+#include "app/commands.hpp"
+#include "app/torch_reference.hpp"
+#include "nn/model.hpp"
+#include "nn/safetensors.hpp"
+#include "tensor/error.hpp"
+#include "tensor/ops.hpp"
+#include "train/trainer.hpp"
+
+namespace cotan::app {
+
+int bench_train(const Args& args);
+
+namespace {
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+constexpr const char* kTeacher = "tiny-teacher";
+constexpr const char* kStudent = "tiny-student";
+constexpr double kLearningRate = 1e-3;  // the recipe's peak lr, held constant
+// A pause before each timed block, so that the other process's idle worker threads have gone to
+// sleep: OpenBLAS's keep spinning and yielding for about 0.1 s after a call (seen here: an idle
+// PyTorch process used 20-30 ms of CPU in the 50-400 ms after a step).
+constexpr auto kSettle = std::chrono::milliseconds(200);
+
+// A directory removed with everything in it when the object goes.
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() / ("cotan-bench-train-" + std::to_string(getpid()));
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+std::vector<double> numbers(const Json& array) {
+  std::vector<double> out;
+  for (const Json& v : array.as_array()) out.push_back(v.as_double());
+  return out;
+}
+
+// Process CPU seconds, all threads together.
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
+
+struct Side {
+  std::vector<double> seconds, cpu_seconds, losses;  // per timed step; losses of every step
+  double ms() const { return median(seconds) * 1e3; }
+  double cpu_ms() const { return median(cpu_seconds) * 1e3; }
+  // ,"step_ms":[...] with every timed step, for a look at the spread.
+  std::string json_steps() const {
+    std::string out = ",\"step_ms\":[";
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      if (i) out += ',';
+      out += json_number(seconds[i] * 1e3);
+    }
+    return out + "]";
+  }
+};
+
+}  // namespace
+
+int bench_train(const Args& args) {
+  po::options_description options("cotan bench train");
+  options.add_options()
+      ("help,h", "this message")
+      ("json", "print one JSON object instead of a table")
+      ("batch", po::value<int64_t>()->default_value(8), "sequences per step")
+      ("seq-len", po::value<int64_t>()->default_value(128), "tokens per sequence")
+      ("steps", po::value<int>()->default_value(10), "timed steps of each side (the median is reported)")
+      ("warmup", po::value<int>()->default_value(2), "untimed steps of each side first")
+      ("block", po::value<int>()->default_value(1), "steps per turn when cotan and PyTorch alternate")
+      ("kind", po::value<std::string>()->default_value("affine"),
+       "the student's attention kind: softmax, sink, affine, gated, affine_gated")
+      ("phi", po::value<std::string>()->default_value("linear_clip"), "affine kinds: linear_clip or sigmoid")
+      ("threads", po::value<int>()->default_value(2), "CPU threads for cotan and PyTorch")
+      ("torch", "also time PyTorch (the default when it is installed); fail when it is not")
+      ("no-torch", "time cotan alone")
+      ("torch-omp-wait", po::value<std::string>()->default_value("auto"),
+       "PyTorch's OMP_WAIT_POLICY: inherit (this environment's), passive, or auto (the faster of the two in the "
+       "warm-up; passive with --warmup 0)")
+      ("torch-script", po::value<std::string>()->default_value(""),
+       "path of bench/torch_reference.py (default: found above the current directory or the executable)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  const bool json = vm.count("json") > 0;
+  const int64_t batch = vm["batch"].as<int64_t>(), seq_len = vm["seq-len"].as<int64_t>();
+  const int steps = vm["steps"].as<int>(), warmup = vm["warmup"].as<int>(), block = vm["block"].as<int>();
+  check(batch >= 1 && seq_len >= 1, "bench train", "--batch and --seq-len must be positive, got ", batch, " and ",
+        seq_len);
+  check(steps >= 1 && warmup >= 0 && block >= 1, "bench train",
+        "--steps and --block must be positive and --warmup not negative");
+  check(!(vm.count("torch") && vm.count("no-torch")), "bench train", "--torch and --no-torch exclude each other");
+  const std::string omp_wait = vm["torch-omp-wait"].as<std::string>();
+  check(omp_wait == "auto" || omp_wait == "inherit" || omp_wait == "passive", "bench train",
+        "--torch-omp-wait is auto, inherit or passive, not '", omp_wait, "'");
+  set_num_threads(vm["threads"].as<int>());
+  const int threads = num_threads();
+
+  nn::ModelConfig teacher_config = nn::preset(kTeacher), student_config = nn::preset(kStudent);
+  student_config.attention.kind = nn::parse_attention_kind(vm["kind"].as<std::string>());
+  student_config.attention.phi = nn::parse_alpha_fn(vm["phi"].as<std::string>());
+  check(seq_len <= student_config.max_position_embeddings, "bench train", "--seq-len ", seq_len, " exceeds the ",
+        student_config.max_position_embeddings, " positions of ", kStudent);
+  const std::string kind(nn::name_of(student_config.attention.kind));
+  const std::string phi(nn::name_of(student_config.attention.phi));
+
+  // The distillation step exactly as `cotan distill` runs it, on one fixed batch.
+  nn::CausalLM teacher(teacher_config), student(student_config);
+  Generator teacher_gen(1), student_gen(2), data_gen(3);
+  auto [teacher_params, teacher_state] = teacher.init(teacher_gen);
+  auto [params, state] = student.init(student_gen);
+  state.training = true;
+  const Tensor tokens = randint({batch, seq_len + 1}, 0, student_config.vocab_size, data_gen);
+  const train::Batch fixed{contiguous(slice(tokens, 1, 0, seq_len)), contiguous(slice(tokens, 1, 1, seq_len + 1))};
+  train::TrainConfig config;
+  config.batch_size = batch;
+  config.seq_len = seq_len;
+  train::AdamW optimizer(config.adamw, student.param_specs());
+  const train::Teacher frozen{&teacher, &teacher_params, &teacher_state};
+
+  // PyTorch, from the same weights and batch (written before cotan's first step changes them).
+  // One PyTorch process per OMP_WAIT_POLICY tried; after the warm-up only the faster is kept.
+  struct Candidate {
+    std::string omp_wait;
+    std::unique_ptr<TorchReference> process;
+    double fastest_warmup = 0;
+    std::vector<double> warmup_losses;
+  };
+  std::vector<Candidate> candidates;
+  std::string torch_note;
+  std::optional<TempDir> weights_dir;
+  Json torch_request = Json::object();
+  if (!vm.count("no-torch")) {
+    try {
+      auto script = find_torch_script(vm["torch-script"].as<std::string>());
+      if (!script) fail("bench", "--torch: cannot find bench/torch_reference.py; pass --torch-script PATH");
+      const bool both = omp_wait == "auto" && warmup > 0;
+      if (omp_wait == "inherit" || both)
+        candidates.push_back({"inherit", std::make_unique<TorchReference>(*script, threads), 0, {}});
+      if (omp_wait == "passive" || omp_wait == "auto")
+        candidates.push_back(
+            {"passive", std::make_unique<TorchReference>(*script, threads, Args{"OMP_WAIT_POLICY=PASSIVE"}), 0, {}});
+      weights_dir.emplace();
+      const fs::path dir = weights_dir->path;
+      save_safetensors((dir / "teacher.safetensors").string(), teacher_params);
+      save_safetensors((dir / "student.safetensors").string(), params);
+      save_safetensors((dir / "batch.safetensors").string(), {{"inputs", fixed.inputs}});
+      Json weights = Json::object();
+      weights["teacher"] = (dir / "teacher.safetensors").string();
+      weights["student"] = (dir / "student.safetensors").string();
+      weights["batch"] = (dir / "batch.safetensors").string();
+      torch_request["op"] = "train";
+      torch_request["kind"] = kind;
+      torch_request["phi"] = phi;
+      torch_request["batch"] = batch;
+      torch_request["seq_len"] = seq_len;
+      torch_request["weights"] = weights;
+    } catch (const Error& e) {
+      if (vm.count("torch")) throw;
+      candidates.clear();
+      torch_note = e.what();
+    }
+  }
+
+  Side ours, theirs;
+  auto run_cotan = [&](int n, bool timed) {
+    for (int i = 0; i < n; ++i) {
+      train::StepRecord record;
+      const double cpu_start = process_cpu_seconds();
+      const double seconds = seconds_of([&] {
+        record = train::train_step(student, params, state, optimizer, frozen, [&] { return fixed; }, config,
+                                   kLearningRate);
+      });
+      const double cpu = process_cpu_seconds() - cpu_start;
+      check(std::isfinite(record.loss), "bench train", "cotan's loss is ", record.loss);
+      ours.losses.push_back(record.loss);
+      if (timed) {
+        ours.seconds.push_back(seconds);
+        ours.cpu_seconds.push_back(cpu);
+      }
+    }
+  };
+  TorchReference* torch = nullptr;  // the candidate timed
+  auto run_torch = [&](int n, bool timed) {
+    torch_request["steps"] = n;
+    const Json reply = torch->request(torch_request);
+    for (double loss : numbers(reply.at("losses"))) theirs.losses.push_back(loss);
+    if (!timed) return;
+    for (double s : numbers(reply.at("seconds"))) theirs.seconds.push_back(s);
+    for (double s : numbers(reply.at("cpu_seconds"))) theirs.cpu_seconds.push_back(s);
+  };
+
+  if (warmup > 0) run_cotan(warmup, false);
+  std::string torch_omp_wait;
+  std::vector<std::pair<std::string, double>> probe;  // policy, fastest warm-up step
+  if (!candidates.empty()) {
+    for (Candidate& c : candidates) {
+      if (warmup == 0) break;
+      std::this_thread::sleep_for(kSettle);
+      torch_request["steps"] = warmup;
+      const Json reply = c.process->request(torch_request);
+      const std::vector<double> seconds = numbers(reply.at("seconds"));
+      c.fastest_warmup = *std::min_element(seconds.begin(), seconds.end());
+      c.warmup_losses = numbers(reply.at("losses"));
+      probe.emplace_back(c.omp_wait, c.fastest_warmup);
+    }
+    auto best = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      return a.fastest_warmup < b.fastest_warmup;
+    });
+    std::rotate(candidates.begin(), best, best + 1);  // the faster first; the other process ends now
+    candidates.resize(1);
+    torch = candidates[0].process.get();
+    torch_omp_wait = candidates[0].omp_wait;
+    theirs.losses = candidates[0].warmup_losses;
+  }
+  for (int done = 0; done < steps; done += block) {
+    const int n = std::min(block, steps - done);
+    if (torch) std::this_thread::sleep_for(kSettle);
+    run_cotan(n, true);
+    if (torch) {
+      std::this_thread::sleep_for(kSettle);
+      run_torch(n, true);
+    }
+  }
+
+  const double tokens_per_step = double(batch * seq_len);
+  const double cotan_ms = ours.ms(), cotan_tps = tokens_per_step / (cotan_ms * 1e-3);
+  std::optional<double> torch_ms, torch_tps, ratio;
+  // The largest relative difference of the two sides' losses over all steps, warm-up included.
+  double loss_diff = 0;
+  if (torch) {
+    torch_ms = theirs.ms();
+    torch_tps = tokens_per_step / (*torch_ms * 1e-3);
+    ratio = cotan_tps / *torch_tps;
+    for (size_t i = 0; i < std::min(ours.losses.size(), theirs.losses.size()); ++i)
+      loss_diff = std::max(loss_diff, std::abs(ours.losses[i] - theirs.losses[i]) / std::abs(theirs.losses[i]));
+  }
+  const int64_t student_params = student.num_params(), teacher_params_count = teacher.num_params();
+
+  if (json) {
+    std::cout << "{\"kind\":\"" << kind << "\"";
+    if (nn::is_affine(student_config.attention.kind)) std::cout << ",\"phi\":\"" << phi << "\"";
+    std::cout << ",\"teacher\":\"" << kTeacher << "\",\"student\":\"" << kStudent << "\",\"teacher_params\":"
+              << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
+              << ",\"seq_len\":" << seq_len << ",\"dtype\":\"f32\",\"threads\":" << threads << ",\"steps\":" << steps
+              << ",\"warmup\":" << warmup << ",\"block\":" << block << ",\"cotan\":{\"ms\":" << json_number(cotan_ms)
+              << ",\"cpu_ms\":" << json_number(ours.cpu_ms()) << ",\"tokens_per_s\":" << json_number(cotan_tps)
+              << ",\"first_loss\":" << json_number(ours.losses[0]) << ours.json_steps()
+              << "}";
+    if (torch) {
+      std::cout << ",\"torch\":{\"version\":\"" << json_escape(torch->version()) << "\",\"blas\":\""
+                << json_escape(torch->blas()) << "\",\"threads\":" << torch->threads() << ",\"omp_wait_policy\":\""
+                << torch_omp_wait << "\"";
+      if (probe.size() > 1) {
+        std::cout << ",\"fastest_warmup_ms\":{";
+        for (size_t i = 0; i < probe.size(); ++i)
+          std::cout << (i ? "," : "") << "\"" << probe[i].first << "\":" << json_number(probe[i].second * 1e3);
+        std::cout << "}";
+      }
+      std::cout << ",\"ms\":" << json_number(*torch_ms) << ",\"cpu_ms\":" << json_number(theirs.cpu_ms())
+                << ",\"tokens_per_s\":" << json_number(*torch_tps)
+                << ",\"first_loss\":" << json_number(theirs.losses[0]) << theirs.json_steps()
+                << "},\"ratio\":" << json_number(*ratio)
+                << ",\"max_rel_loss_diff\":" << json_number(loss_diff);
+    } else {
+      std::cout << ",\"torch\":null,\"ratio\":null";
+      if (!torch_note.empty()) std::cout << ",\"note\":\"" << json_escape(torch_note) << "\"";
+    }
+    std::cout << "}\n";
+    return 0;
+  }
+
+  std::printf("distillation step: %s (%lld params, frozen, no_grad) -> %s (%lld params, attention %s%s)\n", kTeacher,
+              static_cast<long long>(teacher_params_count), kStudent, static_cast<long long>(student_params),
+              kind.c_str(), nn::is_affine(student_config.attention.kind) ? (", " + phi).c_str() : "");
+  std::printf("fkl tau 1, clip 1.0, AdamW lr %g; batch %lld x seq %lld = %.0f tokens/step, f32, %d threads\n",
+              kLearningRate, static_cast<long long>(batch), static_cast<long long>(seq_len), tokens_per_step, threads);
+  std::printf("median of %d steps after %d warm-up steps", steps, warmup);
+  if (torch)
+    std::printf("; PyTorch %s (%s, %d threads), alternating in blocks of %d steps", torch->version().c_str(),
+                torch->blas().c_str(), torch->threads(), block);
+  if (torch) {
+    std::printf("\nPyTorch's OMP_WAIT_POLICY: %s", torch_omp_wait.c_str());
+    if (probe.size() > 1) {
+      std::printf(" (the faster in the warm-up; fastest warm-up step:");
+      for (const auto& [policy, seconds] : probe) std::printf(" %s %.1f ms", policy.c_str(), seconds * 1e3);
+      std::printf(")");
+    }
+  }
+  std::printf("\n\n%-8s %12s %10s %12s\n", "", "tokens/s", "step ms", "step cpu ms");
+  std::printf("%-8s %12.0f %10.1f %12.1f\n", "cotan", cotan_tps, cotan_ms, ours.cpu_ms());
+  if (torch) {
+    std::printf("%-8s %12.0f %10.1f %12.1f\n", "torch", *torch_tps, *torch_ms, theirs.cpu_ms());
+    std::printf("\nratio (cotan / torch tokens/s): %.2fx\n", *ratio);
+    std::printf("same weights and batch: first loss %.6f (cotan) and %.6f (torch), largest relative loss difference "
+                "over %zu steps %.2g\n",
+                ours.losses[0], theirs.losses[0], std::min(ours.losses.size(), theirs.losses.size()), loss_diff);
+  } else {
+    std::printf("\nPyTorch not timed%s%s\n", torch_note.empty() ? " (--no-torch)" : ": ", torch_note.c_str());
+  }
+  return 0;
+}
+
+}  // namespace cotan::app

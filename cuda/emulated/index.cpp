@@ -1,0 +1,2 @@
+// The index family of the kernel backend, compiled by g++ for the SIMT emulator (cuda/kernels/target.hpp).
+#include "cuda/kernels/index.cu"

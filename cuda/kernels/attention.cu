@@ -1,0 +1,162 @@
+// The fused attention launchers (kernels in attention.cuh, contract in attention.hpp). Forward:
+// one launch on the current stream. Backward: the dq kernel (which also writes D_i, dalpha and
+// the sink's per-row terms), then the dkdv kernel that reads D_i, then the dsigma sum (sink).
+#include "cuda/kernels/attention.hpp"
+
+#include <cmath>
+#include <type_traits>
+
+#include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/launch.hpp"
+
+namespace cotan::COTAN_KERNELS {
+namespace {
+
+constexpr const char* kOp = "attention";
+
+// x itself when contiguous, else a contiguous copy on the target.
+Tensor contiguous_on_target(const Tensor& x) {
+  if (!x.defined() || x.is_contiguous()) return x;
+  Tensor out = empty_tensor(x.shape(), x.dtype());
+  launch::assign(out, x);
+  return out;
+}
+
+// The core's inputs, checked and contiguous on the target.
+struct Prepared {
+  AttentionKind kind;
+  nn::AttentionCore core;
+};
+
+Prepared prepare(const nn::AttentionCore& in) {
+  nn::check_attention_core(in, kOp);
+  for (const Tensor* x : {&in.q, &in.k, &in.v, &in.alpha, &in.alpha_ma, &in.sigma})
+    if (x->defined()) check_on_target(kOp, *x);
+  check(in.q.dtype() == DType::f32 || in.q.dtype() == DType::bf16, kOp, "the kernels take f32 or bf16, got ",
+        in.q.dtype());
+  check(in.q.size(3) >= 1 && in.q.size(3) <= kAttnMaxHeadDim, kOp, "head dim ", in.q.size(3), " is not in [1, ",
+        kAttnMaxHeadDim, "]");
+  Prepared p;
+  p.kind = in.alpha.defined() ? AttentionKind::affine : in.sigma.defined() ? AttentionKind::sink : AttentionKind::softmax;
+  p.core = in;
+  p.core.q = contiguous_on_target(in.q);
+  p.core.k = contiguous_on_target(in.k);
+  p.core.v = contiguous_on_target(in.v);
+  p.core.alpha = contiguous_on_target(in.alpha);
+  p.core.alpha_ma = contiguous_on_target(in.alpha_ma);
+  p.core.sigma = contiguous_on_target(in.sigma);
+  return p;
+}
+
+template <class T>
+const T* ptr_or_null(const Tensor& x) {
+  return x.defined() ? static_cast<const T*>(x.data_ptr()) : nullptr;
+}
+
+template <class T>
+AttentionArgs<T> args_of(const Prepared& p) {
+  const nn::AttentionCore& c = p.core;
+  AttentionArgs<T> a{};
+  a.kind = p.kind;
+  a.causal = c.causal;
+  a.full_count = c.affine_n == nn::AffineN::full;
+  a.batch = int(c.q.size(0));
+  a.heads = int(c.q.size(1));
+  a.kv_heads = int(c.k.size(1));
+  a.t = int(c.q.size(2));
+  a.d = int(c.q.size(3));
+  a.scale = float(1.0 / std::sqrt(double(a.d)));
+  a.q = ptr_or_null<T>(c.q);
+  a.k = ptr_or_null<T>(c.k);
+  a.v = ptr_or_null<T>(c.v);
+  a.alpha = ptr_or_null<T>(c.alpha);
+  a.alpha_ma = ptr_or_null<T>(c.alpha_ma);
+  a.sigma = ptr_or_null<T>(c.sigma);
+  return a;
+}
+
+// Calls f(T()) for the core's storage type (f32 or bf16; checked by prepare).
+template <class F>
+void dispatch_attention(DType dtype, F&& f) {
+  if (dtype == DType::bf16) f(bf16());
+  else f(float());
+}
+
+simt::Dim3 tile_grid(int64_t rows, int64_t heads, int64_t batch) {
+  return simt::Dim3{unsigned((rows + kAttnTileRows - 1) / kAttnTileRows), unsigned(heads), unsigned(batch)};
+}
+
+const simt::Dim3 kBlock{kAttnThreads, 1, 1};
+
+}  // namespace
+
+namespace launch {
+
+attention_kernels::Forward attention_forward(const nn::AttentionCore& core) {
+  const Prepared p = prepare(core);
+  const Tensor& q = p.core.q;
+  const int64_t b = q.size(0), h = q.size(1), t = q.size(2);
+  attention_kernels::Forward out;
+  out.s = empty_tensor(q.shape(), q.dtype());
+  out.o = p.kind == AttentionKind::affine ? empty_tensor(q.shape(), q.dtype()) : out.s;
+  out.lse = empty_tensor({b, h, t}, DType::f32);
+  if (q.numel() == 0) return out;
+  dispatch_attention(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    simt::launch(attention_fwd_kernel<T>, tile_grid(t, h, b), kBlock, 0, args_of<T>(p),
+                 static_cast<T*>(out.s.data_ptr()), static_cast<T*>(out.o.data_ptr()),
+                 static_cast<float*>(out.lse.data_ptr()));
+  });
+  return out;
+}
+
+attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const attention_kernels::Forward& saved,
+                                            const Tensor& d_out) {
+  const Prepared p = prepare(core);
+  const Tensor& q = p.core.q;
+  const int64_t b = q.size(0), h = q.size(1), hkv = p.core.k.size(1), t = q.size(2);
+  for (const Tensor* x : {&saved.s, &saved.lse, &d_out}) check_on_target(kOp, *x);
+  check(d_out.shape() == q.shape() && d_out.dtype() == q.dtype(), kOp, "d_out ", d_out.dtype(), " ",
+        to_string(d_out.shape()), " does not match q ", q.dtype(), " ", to_string(q.shape()));
+  check(saved.s.shape() == q.shape() && saved.s.dtype() == q.dtype() && saved.lse.shape() == Shape{b, h, t} &&
+            saved.lse.dtype() == DType::f32,
+        kOp, "the saved forward does not belong to this core");
+  const Tensor g = contiguous_on_target(d_out), s = contiguous_on_target(saved.s), lse = contiguous_on_target(saved.lse);
+
+  attention_kernels::Grads grads;
+  grads.dq = empty_tensor(q.shape(), q.dtype());
+  grads.dk = empty_tensor(p.core.k.shape(), q.dtype());
+  grads.dv = empty_tensor(p.core.v.shape(), q.dtype());
+  if (p.kind == AttentionKind::affine) grads.dalpha = empty_tensor(p.core.alpha.shape(), q.dtype());
+  if (p.kind == AttentionKind::sink) grads.dsigma = empty_tensor(p.core.sigma.shape(), q.dtype());
+  if (q.numel() == 0) {
+    for (Tensor* x : {&grads.dk, &grads.dv, &grads.dsigma})
+      if (x->defined()) launch::fill(*x, 0);
+    return grads;
+  }
+  Tensor delta = empty_tensor({b, h, t}, DType::f32);
+  Tensor sigma_terms = p.kind == AttentionKind::sink ? empty_tensor({b, h, t}, DType::f32) : Tensor();
+
+  dispatch_attention(q.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const AttentionArgs<T> a = args_of<T>(p);
+    const T* g_ptr = static_cast<const T*>(g.data_ptr());
+    const float* lse_ptr = static_cast<const float*>(lse.data_ptr());
+    float* delta_ptr = static_cast<float*>(delta.data_ptr());
+    float* terms_ptr = sigma_terms.defined() ? static_cast<float*>(sigma_terms.data_ptr()) : nullptr;
+    T* dalpha_ptr = grads.dalpha.defined() ? static_cast<T*>(grads.dalpha.data_ptr()) : nullptr;
+    simt::launch(attention_bwd_dq_kernel<T>, tile_grid(t, h, b), kBlock, 0, a, g_ptr,
+                 static_cast<const T*>(s.data_ptr()), lse_ptr, static_cast<T*>(grads.dq.data_ptr()), delta_ptr,
+                 dalpha_ptr, terms_ptr);
+    simt::launch(attention_bwd_dkdv_kernel<T>, tile_grid(t, hkv, b), kBlock, 0, a, g_ptr, lse_ptr,
+                 static_cast<const float*>(delta_ptr), static_cast<T*>(grads.dk.data_ptr()),
+                 static_cast<T*>(grads.dv.data_ptr()));
+    if (p.kind == AttentionKind::sink)
+      simt::launch(attention_bwd_dsigma_kernel<T>, simt::Dim3{1, 1, 1}, kBlock, 0, int(b), int(h), int(t),
+                   static_cast<const float*>(terms_ptr), static_cast<T*>(grads.dsigma.data_ptr()));
+  });
+  return grads;
+}
+
+}  // namespace launch
+}  // namespace cotan::COTAN_KERNELS

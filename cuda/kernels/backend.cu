@@ -1,0 +1,76 @@
+// KernelBackend: the op table (tensor/op_table.hpp) over the kernel families, one launcher per
+// op (cuda/kernels/launch.hpp). Built twice (cuda/kernels/target.hpp): cotan::cuda::backend()
+// runs on the GPU and serves backend(Device::cuda(i)); cotan::emu::backend() runs the same
+// kernels in the SIMT emulator on host memory, for tests.
+#include "cuda/kernels/backend.hpp"
+#include "cuda/kernels/launch.hpp"
+#include "cuda/runtime.hpp"
+
+namespace cotan::COTAN_KERNELS {
+
+class KernelBackend final : public Backend {
+ public:
+#if COTAN_SIMT_EMULATED
+  std::string_view name() const override { return "cuda-emulated"; }
+#else
+  std::string_view name() const override { return "cuda"; }
+#endif
+
+  std::shared_ptr<Storage> allocate(size_t nbytes) override { return launch::allocate(nbytes); }
+  void assign(const Tensor& dst, const Tensor& src) override { launch::assign(dst, src); }
+  void fill(const Tensor& dst, double value) override { launch::fill(dst, value); }
+  Tensor arange(double start, double step, int64_t n, DType dtype) override {
+    return launch::arange(start, step, n, dtype);
+  }
+  Tensor random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) override {
+    return launch::random(op, shape, dtype, gen, a, b);
+  }
+
+  Tensor unary(UnaryOp op, const Tensor& x, double a, double b) override { return launch::unary(op, x, a, b); }
+  Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) override { return launch::binary(op, a, b); }
+  Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) override { return launch::where(cond, a, b); }
+
+  Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) override {
+    return launch::reduce(op, x, axes, keepdim);
+  }
+  Tensor softmax(const Tensor& x, int64_t axis) override { return launch::softmax(x, axis); }
+  Tensor log_softmax(const Tensor& x, int64_t axis) override { return launch::log_softmax(x, axis); }
+  Tensor logsumexp(const Tensor& x, int64_t axis) override { return launch::logsumexp(x, axis); }
+  Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) override { return launch::cumsum(x, axis, reverse); }
+
+  Tensor matmul(const Tensor& a, const Tensor& b) override { return launch::matmul(a, b); }
+
+  Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) override {
+    return launch::gather(x, axis, index);
+  }
+  Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override {
+    return launch::scatter_add(base, axis, index, src);
+  }
+  Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) override {
+    return launch::index_select(x, axis, index);
+  }
+  Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override {
+    return launch::index_add(base, axis, index, src);
+  }
+};
+
+Backend& backend() {
+  static KernelBackend instance;
+  return instance;
+}
+
+}  // namespace cotan::COTAN_KERNELS
+
+namespace cotan {
+
+#if !COTAN_SIMT_EMULATED
+Backend* cuda_device_backend() {
+  static Backend* const instance = cuda_devices().empty() ? nullptr : &cuda::backend();
+  return instance;
+}
+#elif !defined(COTAN_HAVE_CUDA)
+// A build without CUDA has only the emulated twin of this file.
+Backend* cuda_device_backend() { return nullptr; }
+#endif
+
+}  // namespace cotan

@@ -1,0 +1,186 @@
+// Elementwise kernels: unary, binary (operands broadcast through their strides), where. The
+// scalar functions are the CPU backend's (tensor/cpu/elementwise.cpp) term for term: floating
+// ops compute in compute_t<T> (bf16 in float), integers wrap (two's complement), comparisons
+// and logical ops give bool, NaN propagates through maximum, minimum, relu, clamp and sign.
+// Every kernel has a contiguous form (all operands indexed by i) and a strided one
+// (StridedLayout over the inputs; the output is always fresh and contiguous).
+#pragma once
+
+#include "cuda/kernels/common.cuh"
+#include "tensor/op_table.hpp"
+
+namespace cotan::COTAN_KERNELS {
+
+// ---- unary ----
+
+// Floating unary ops; a and b are clamp's bounds and pow's exponent.
+template <UnaryOp Op, class C>
+SIMT_DEVICE C unary_float(C x, C a, C b) {
+  constexpr C zero = C(0), one = C(1), half = C(0.5);
+  if constexpr (Op == UnaryOp::neg) return -x;
+  else if constexpr (Op == UnaryOp::exp) return math::exp(x);
+  else if constexpr (Op == UnaryOp::log) return math::log(x);
+  else if constexpr (Op == UnaryOp::sqrt) return math::sqrt(x);
+  else if constexpr (Op == UnaryOp::rsqrt) return one / math::sqrt(x);
+  else if constexpr (Op == UnaryOp::tanh) return math::tanh(x);
+  // 1 / (1 + e^-x): e^-x overflows to inf (result 0) or underflows to 0 (result 1), never NaN.
+  else if constexpr (Op == UnaryOp::sigmoid) return one / (one + math::exp(-x));
+  else if constexpr (Op == UnaryOp::silu) return x * (one / (one + math::exp(-x)));
+  else if constexpr (Op == UnaryOp::gelu_tanh) {
+    constexpr C sqrt_2_over_pi = C(0.7978845608028654);
+    constexpr C cubic = C(0.044715);
+    return half * x * (one + math::tanh(sqrt_2_over_pi * (x + cubic * (x * x * x))));
+  } else if constexpr (Op == UnaryOp::abs) return math::abs(x);
+  else if constexpr (Op == UnaryOp::square) return x * x;
+  else if constexpr (Op == UnaryOp::reciprocal) return one / x;
+  else if constexpr (Op == UnaryOp::relu) return x < zero ? zero : x;
+  else if constexpr (Op == UnaryOp::clamp) {  // min(max(x, lo), hi): hi wins when lo > hi
+    const C v = x < a ? a : x;
+    return v > b ? b : v;
+  } else if constexpr (Op == UnaryOp::sign) return x > zero ? one : (x < zero ? -one : x);
+  else if constexpr (Op == UnaryOp::pow) {
+    if (a == C(2)) return x * x;
+    if (a == C(1)) return x;
+    if (a == C(0.5)) return math::sqrt(x);
+    if (a == C(-1)) return one / x;
+    return math::pow(x, a);
+  } else {
+    static_assert(Op == UnaryOp::neg, "no floating kernel for this op");
+    return x;
+  }
+}
+
+// Integer unary ops (neg, abs, square, sign, relu, clamp); lo and hi are clamp's integer bounds.
+template <UnaryOp Op, class T>
+SIMT_DEVICE T unary_int(T x, T lo, T hi) {
+  using U = std::make_unsigned_t<T>;
+  if constexpr (Op == UnaryOp::neg) return T(U(0) - U(x));
+  else if constexpr (Op == UnaryOp::abs) return x < 0 ? T(U(0) - U(x)) : x;
+  else if constexpr (Op == UnaryOp::square) return T(U(x) * U(x));
+  else if constexpr (Op == UnaryOp::sign) return T((x > 0) - (x < 0));
+  else if constexpr (Op == UnaryOp::relu) return x < 0 ? T(0) : x;
+  else if constexpr (Op == UnaryOp::clamp) {
+    const T v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+  } else {
+    static_assert(Op == UnaryOp::neg, "no integer kernel for this op");
+    return x;
+  }
+}
+
+// y = op(x) for storage type T; a and b already in T's compute type (clamp bounds of integer
+// types already rounded inwards and saturated).
+template <UnaryOp Op, class T>
+SIMT_DEVICE T unary_value(T x, compute_t<T> a, compute_t<T> b) {
+  if constexpr (Op == UnaryOp::logical_not) return x;  // see logical_not_kernel
+  else if constexpr (std::is_integral_v<T>) return unary_int<Op>(x, a, b);
+  else return convert_to<T>(unary_float<Op>(convert_to<compute_t<T>>(x), a, b));
+}
+
+template <UnaryOp Op, class T>
+SIMT_GLOBAL void unary_contiguous_kernel(int64_t n, const T* x, T* y, compute_t<T> a, compute_t<T> b) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) y[i] = unary_value<Op>(x[i], a, b);
+}
+
+template <UnaryOp Op, class T>
+SIMT_GLOBAL void unary_strided_kernel(int64_t n, StridedLayout<1> layout, const T* x, T* y, compute_t<T> a,
+                                      compute_t<T> b) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) {
+    int64_t at[1];
+    layout.offsets(i, at);
+    y[i] = unary_value<Op>(x[at[0]], a, b);
+  }
+}
+
+// logical_not: true where x is zero (NaN counts as nonzero), for any dtype.
+template <class T>
+SIMT_GLOBAL void logical_not_kernel(int64_t n, StridedLayout<1> layout, const T* x, bool* y) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) {
+    int64_t at[1];
+    layout.offsets(i, at);
+    y[i] = convert_to<compute_t<T>>(x[at[0]]) == compute_t<T>(0);
+  }
+}
+
+// ---- binary ----
+
+// The result of op on compute-type values: C for arithmetic, bool for comparisons and logical
+// ops. Integer division by zero is ruled out by the launcher; x / -1 wraps like negation.
+template <BinaryOp Op, class C>
+SIMT_DEVICE auto binary_value(C x, C y) {
+  constexpr bool integer = std::is_integral_v<C> && !std::is_same_v<C, bool>;
+  using U = std::conditional_t<integer, std::make_unsigned_t<std::conditional_t<integer, C, int>>, C>;
+  if constexpr (Op == BinaryOp::add) return C(U(x) + U(y));
+  else if constexpr (Op == BinaryOp::sub) return C(U(x) - U(y));
+  else if constexpr (Op == BinaryOp::mul) return C(U(x) * U(y));
+  else if constexpr (Op == BinaryOp::div) {
+    if constexpr (integer) return y == C(-1) ? C(U(0) - U(x)) : C(x / y);
+    else return C(x / y);
+  } else if constexpr (Op == BinaryOp::maximum) return (math::is_nan(x) || x > y) ? x : y;
+  else if constexpr (Op == BinaryOp::minimum) return (math::is_nan(x) || x < y) ? x : y;
+  else if constexpr (Op == BinaryOp::eq) return x == y;
+  else if constexpr (Op == BinaryOp::ne) return x != y;
+  else if constexpr (Op == BinaryOp::lt) return x < y;
+  else if constexpr (Op == BinaryOp::le) return x <= y;
+  else if constexpr (Op == BinaryOp::gt) return x > y;
+  else if constexpr (Op == BinaryOp::ge) return x >= y;
+  else if constexpr (Op == BinaryOp::logical_and) return bool((x != C(0)) & (y != C(0)));
+  else return bool((x != C(0)) | (y != C(0)));  // logical_or
+}
+
+// The storage type of op's result on T operands. (Kernels take it as a template parameter R:
+// nvcc's launch stubs cannot spell this alias in a kernel's signature.)
+template <BinaryOp Op, class T>
+using BinaryResult =
+    std::conditional_t<std::is_same_v<decltype(binary_value<Op>(compute_t<T>(), compute_t<T>())), bool>, bool, T>;
+
+template <BinaryOp Op, class T, class R>
+SIMT_DEVICE R binary_element(T x, T y) {
+  return convert_to<R>(binary_value<Op>(convert_to<compute_t<T>>(x), convert_to<compute_t<T>>(y)));
+}
+
+template <BinaryOp Op, class T, class R>
+SIMT_GLOBAL void binary_contiguous_kernel(int64_t n, const T* a, const T* b, R* out) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) out[i] = binary_element<Op, T, R>(a[i], b[i]);
+}
+
+// Operand 0 is a, 1 is b.
+template <BinaryOp Op, class T, class R>
+SIMT_GLOBAL void binary_strided_kernel(int64_t n, StridedLayout<2> layout, const T* a, const T* b, R* out) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) {
+    int64_t at[2];
+    layout.offsets(i, at);
+    out[i] = binary_element<Op, T, R>(a[at[0]], b[at[1]]);
+  }
+}
+
+// Sets *found when any element of the layout's operand is zero (integer divisors).
+template <class T>
+SIMT_GLOBAL void any_zero_kernel(int64_t n, StridedLayout<1> layout, const T* x, int32_t* found) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) {
+    int64_t at[1];
+    layout.offsets(i, at);
+    if (x[at[0]] == T(0)) *found = 1;
+  }
+}
+
+// ---- where ----
+
+// out = cond ? a : b, on bit patterns (Bits: the unsigned integer of the element's size).
+// Operand 0 is cond, 1 is a, 2 is b.
+template <class Bits>
+SIMT_GLOBAL void where_strided_kernel(int64_t n, StridedLayout<3> layout, const bool* cond, const Bits* a,
+                                      const Bits* b, Bits* out) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) {
+    int64_t at[3];
+    layout.offsets(i, at);
+    out[i] = cond[at[0]] ? a[at[1]] : b[at[2]];
+  }
+}
+
+template <class Bits>
+SIMT_GLOBAL void where_contiguous_kernel(int64_t n, const bool* cond, const Bits* a, const Bits* b, Bits* out) {
+  for (int64_t i = first_index(); i < n; i += index_stride()) out[i] = cond[i] ? a[i] : b[i];
+}
+
+}  // namespace cotan::COTAN_KERNELS

@@ -1,0 +1,258 @@
+// Memory launchers: the memory target (cuda/kernels/target.hpp), allocate, assign (any strides
+// and dtypes; in the CUDA build also host <-> device), fill, arange and random.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cuda/kernels/launch.hpp"
+#include "cuda/kernels/memory.cuh"
+
+#if !COTAN_SIMT_EMULATED
+#include "cuda/allocator.hpp"
+#include "cuda/runtime.hpp"
+#endif
+
+namespace cotan::COTAN_KERNELS {
+
+// ---- the memory target ----
+
+#if COTAN_SIMT_EMULATED
+
+Device target_device() { return Device::cpu(); }
+
+std::shared_ptr<Storage> allocate_storage(size_t nbytes) { return cpu_backend().allocate(nbytes); }
+
+void copy_bytes(void* dst, const void* src, size_t nbytes) {
+  if (nbytes) std::memcpy(dst, src, nbytes);
+}
+
+#else
+
+Device target_device() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  return Device::cuda(device);
+}
+
+std::shared_ptr<Storage> allocate_storage(size_t nbytes) { return allocate_device(nbytes); }
+
+namespace {
+bool is_device_memory(const void* p) {
+  cudaPointerAttributes attributes{};
+  CUDA_CHECK(cudaPointerGetAttributes(&attributes, p));
+  return attributes.type == cudaMemoryTypeDevice;
+}
+}  // namespace
+
+// A copy that touches host memory waits for the stream: the host may then read the destination,
+// or free or overwrite the source, as soon as this returns. Device to device stays asynchronous.
+void copy_bytes(void* dst, const void* src, size_t nbytes) {
+  if (!nbytes) return;
+  const cudaStream_t stream = simt::current_stream();
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDefault, stream));
+  if (!is_device_memory(dst) || !is_device_memory(src)) CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+#endif
+
+Tensor empty_tensor(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) fail("empty", "negative dimension in shape ", to_string(shape));
+  return Tensor(allocate_storage(size_t(numel(shape)) * dtype_size(dtype)), shape, contiguous_strides(shape), 0, dtype);
+}
+
+void check_on_target(std::string_view op, const Tensor& t) {
+  if (t.device() != target_device()) fail(op, "expects tensors on ", target_device(), ", got ", t.device());
+}
+
+namespace {
+
+// ---- assign ----
+
+// dst = convert(src), both on the target.
+void assign_on_target(const Tensor& dst, const Tensor& src) {
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  const LaunchSize size = grid_stride_launch(n);
+  dispatch_dtype(dst.dtype(), [&](auto d) {
+    dispatch_dtype(src.dtype(), [&](auto s) {
+      using D = decltype(d);
+      using S = decltype(s);
+      D* out = static_cast<D*>(dst.data_ptr());
+      const S* in = static_cast<const S*>(src.data_ptr());
+      if (all_contiguous(dst, src)) {
+        if constexpr (std::is_same_v<D, S>) copy_bytes(out, in, dst.nbytes());
+        else simt::launch(assign_contiguous_kernel<D, S>, size.grid, size.block, 0, n, out, in);
+      } else {
+        simt::launch(assign_strided_kernel<D, S>, size.grid, size.block, 0, n, layout_of(dst, src), out, in);
+      }
+    });
+  });
+}
+
+#if !COTAN_SIMT_EMULATED
+
+// A contiguous host copy of a host tensor (the tensor itself when it already is one).
+Tensor contiguous_on_host(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), Device::cpu());
+  cpu_backend().assign(out, t);
+  return out;
+}
+
+// dst on the device, src on the host: the bytes cross in src's dtype and contiguous order, then
+// a kernel converts and scatters them when dst needs it.
+void assign_from_host(const Tensor& dst, const Tensor& src) {
+  const Tensor host = contiguous_on_host(src);
+  if (dst.is_contiguous() && dst.dtype() == src.dtype()) {
+    copy_bytes(dst.data_ptr(), host.data_ptr(), dst.nbytes());
+    return;
+  }
+  Tensor staged = empty_tensor(src.shape(), src.dtype());
+  copy_bytes(staged.data_ptr(), host.data_ptr(), staged.nbytes());
+  assign_on_target(dst, staged);
+}
+
+// dst on the host, src on the device: converted and packed on the device, then copied.
+void assign_to_host(const Tensor& dst, const Tensor& src) {
+  Tensor packed = src;
+  if (!src.is_contiguous() || src.dtype() != dst.dtype()) {
+    packed = empty_tensor(src.shape(), dst.dtype());
+    assign_on_target(packed, src);
+  }
+  if (dst.is_contiguous()) {
+    copy_bytes(dst.data_ptr(), packed.data_ptr(), dst.nbytes());
+    return;
+  }
+  Tensor host = Tensor::empty(dst.shape(), dst.dtype(), Device::cpu());
+  copy_bytes(host.data_ptr(), packed.data_ptr(), host.nbytes());
+  cpu_backend().assign(dst, host);
+}
+
+#endif
+
+// ---- random ----
+
+// The largest value of T below `bound`: where a uniform draw lands after rounding it to T would
+// reach the excluded upper bound (the CPU backend's rule).
+template <class T>
+T largest_below(double bound) {
+  if constexpr (std::is_same_v<T, double>) {
+    return std::nextafter(bound, -std::numeric_limits<double>::infinity());
+  } else if constexpr (std::is_same_v<T, float>) {
+    float b = float(bound);
+    return double(b) < bound ? b : std::nextafter(b, -std::numeric_limits<float>::infinity());
+  } else {
+    static_assert(std::is_same_v<T, bf16>);
+    bf16 b{float(bound)};
+    if (double(float(b)) < bound) return b;
+    float f = float(b);
+    if (f > 0) b.bits = uint16_t(b.bits - 1);
+    else if (f == 0) b.bits = 0x8001;  // the smallest negative subnormal
+    else b.bits = uint16_t(b.bits + 1);
+    return b;
+  }
+}
+
+template <class T>
+void random_typed(RandomOp op, T* out, int64_t n, Generator& gen, double a, double b) {
+  // The generator advances by the blocks the draw touches even when n is 0 (no blocks).
+  auto draw_of = [&](int per_block) {
+    return PhiloxDraw{gen.advance(uint64_t((n + per_block - 1) / per_block)), gen.seed(), n};
+  };
+  auto run = [&](auto kernel, int per_block, auto... args) {
+    const PhiloxDraw draw = draw_of(per_block);
+    if (n == 0) return;
+    const LaunchSize size = grid_stride_launch((n + per_block - 1) / per_block);
+    simt::launch(kernel, size.grid, size.block, 0, draw, args..., out);
+  };
+  if constexpr (is_floating(dtype_v<T>)) {
+    using C = compute_t<T>;
+    constexpr bool wide = std::is_same_v<T, double>;
+    if (op == RandomOp::uniform) {
+      const bool clamp = a < b;
+      const UniformParams<T> p{C(a), C(b - a), clamp, clamp ? largest_below<T>(b) : T(0), b};
+      run(uniform_kernel<T>, wide ? 2 : 4, p);
+      return;
+    }
+    if (op == RandomOp::normal) {
+      run(normal_kernel<T>, 2, C(a), C(b));
+      return;
+    }
+  } else {
+    if (op == RandomOp::uniform) fail("rand", "expects a floating dtype, got ", dtype_v<T>);
+    if (op == RandomOp::normal) fail("randn", "expects a floating dtype, got ", dtype_v<T>);
+  }
+  if (op == RandomOp::randint) {
+    check(dtype_v<T> != DType::boolean, "randint", "expects an integer dtype, got bool");
+    check(a < b, "randint", "empty range [", a, ", ", b, ")");
+    const int64_t low = int64_t(a), span = int64_t(b) - low;
+    run(randint_kernel<T>, 2, low, span);
+    return;
+  }
+  if (op == RandomOp::bernoulli) {
+    run(bernoulli_kernel<T>, 4, a);
+    return;
+  }
+  fail("random", "unknown random op ", int(op));
+}
+
+}  // namespace
+
+namespace launch {
+
+std::shared_ptr<Storage> allocate(size_t nbytes) { return allocate_storage(nbytes); }
+
+void assign(const Tensor& dst, const Tensor& src) {
+  if (dst.shape() != src.shape())
+    fail("assign", "destination shape ", to_string(dst.shape()), " and source shape ", to_string(src.shape()),
+         " differ");
+  if (dst.numel() == 0) return;
+#if !COTAN_SIMT_EMULATED
+  const bool dst_here = dst.device().is_cuda(), src_here = src.device().is_cuda();
+  if (dst_here != src_here) {
+    if (dst_here) assign_from_host(dst, src);
+    else assign_to_host(dst, src);
+    return;
+  }
+#endif
+  check_on_target("assign", dst);
+  check_on_target("assign", src);
+  assign_on_target(dst, src);
+}
+
+void fill(const Tensor& dst, double value) {
+  check_on_target("fill", dst);
+  const int64_t n = dst.numel();
+  if (n == 0) return;
+  dispatch_dtype(dst.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const LaunchSize size = grid_stride_launch(n);
+    simt::launch(fill_kernel<T>, size.grid, size.block, 0, n, layout_of(dst), static_cast<T*>(dst.data_ptr()),
+                 convert<T>(value));
+  });
+}
+
+Tensor arange(double start, double step, int64_t n, DType dtype) {
+  check(n >= 0, "arange", "negative length ", n);
+  Tensor out = empty_tensor({n}, dtype);
+  if (n == 0) return out;
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const LaunchSize size = grid_stride_launch(n);
+    simt::launch(arange_kernel<T>, size.grid, size.block, 0, n, static_cast<T*>(out.data_ptr()), start, step);
+  });
+  return out;
+}
+
+Tensor random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) {
+  Tensor out = empty_tensor(shape, dtype);
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    random_typed<T>(op, static_cast<T*>(out.data_ptr()), out.numel(), gen, a, b);
+  });
+  return out;
+}
+
+}  // namespace launch
+}  // namespace cotan::COTAN_KERNELS

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The check on a real GPU: builds cotan with CUDA for sm_90 and sm_80, runs every CUDA kernel
+# against the CPU backend on the same inputs, runs the CUDA benchmarks, and prints a short table
+# last. Run from anywhere on a machine with an NVIDIA GPU and nvcc:
+#
+#   tests/gpu/run.sh            # logs and JSON into $OUT (or build-gpu/out)
+#
+# Needs meson and ninja (pip's are fine) and the Debian -dev packages cotan builds against
+# (Eigen, oneTBB, doctest, Boost.Program_options, Boost.Context). When they are not installed
+# and .gpu-debs/ exists (tests/gpu/fetch-debs.sh), they are unpacked into /tmp/cotan-sysroot and
+# found through PKG_CONFIG_PATH, CPATH and the library paths. Every step runs even when an
+# earlier one failed; the table says which passed.
+set -uo pipefail
+cd "$(dirname "$(readlink -f "$0")")/../.."
+OUT=${OUT:-build-gpu/out}
+mkdir -p "$OUT"
+BUILD=build-gpu
+export PATH="/usr/local/cuda/bin:$PATH"
+declare -a rows=()
+row() { rows+=("$(printf '| %-34s | %-8s | %s |' "$1" "$2" "$3")"); }
+step() {  # step NAME LOG COMMAND...: runs COMMAND, logs to $OUT/LOG, records PASS/FAIL and seconds
+  local name=$1 log=$2; shift 2
+  local start=$SECONDS
+  "$@" >"$OUT/$log" 2>&1
+  local rc=$?
+  row "$name" "$([[ $rc == 0 ]] && echo PASS || echo "FAIL $rc")" "$((SECONDS - start)) s, $log"
+  return $rc
+}
+
+# ---- packages ----
+if ! pkg-config --exists eigen3 tbb 2>/dev/null && [[ -d .gpu-debs ]]; then
+  root=/tmp/cotan-sysroot
+  mkdir -p "$root"
+  for f in .gpu-debs/*.deb; do dpkg -x "$f" "$root"; done
+  lib="$root/usr/lib/x86_64-linux-gnu"
+  export PKG_CONFIG_PATH="$lib/pkgconfig:$root/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+  export PKG_CONFIG_SYSROOT_DIR="$root"
+  export CPATH="$root/usr/include:${CPATH:-}" LIBRARY_PATH="$lib:${LIBRARY_PATH:-}"
+  export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
+  export BOOST_INCLUDEDIR="$root/usr/include" BOOST_LIBRARYDIR="$lib"
+  # The unpacked .pc files name /usr; PKG_CONFIG_SYSROOT_DIR prefixes them with $root.
+fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+gpu=$(head -1 "$OUT/gpu.txt")
+
+# ---- build for sm_90 and sm_80 (cuda/meson.build names both) ----
+if [[ ! -f $BUILD/build.ninja ]]; then
+  step "configure (-Dcuda=enabled)" configure.log meson setup "$BUILD" -Dcuda=enabled --buildtype=release
+fi
+step "build" build.log ninja -C "$BUILD"
+cotan="$BUILD/app/cotan"
+[[ -x $cotan ]] || cotan="$BUILD/cotan"
+
+# ---- CUDA kernels against the CPU backend ----
+step "cotan info" info.log "$cotan" info
+[[ -x $BUILD/tests/gpu/test_gpu_kernels ]] &&
+  step "CUDA kernels vs CPU (test_gpu_kernels)" gpu_kernels.log "$BUILD/tests/gpu/test_gpu_kernels"
+step "gradcheck --device cuda" gradcheck_cuda.log "$cotan" gradcheck --device cuda
+step "emulator + CPU suites (meson test)" meson_test.log meson test -C "$BUILD" --num-processes 8
+
+# ---- benchmarks ----
+for b in matmul attention kd-loss train; do
+  step "bench $b --device cuda" "bench_$b.json" "$cotan" bench "$b" --device cuda --json
+done
+
+# ---- the table, last ----
+echo
+echo "GPU: ${gpu:-unknown}"
+printf '| %-34s | %-8s | %s |\n' check result "time, log in $OUT"
+printf '|%s|%s|%s|\n' "------------------------------------" "----------" "----------------------"
+printf '%s\n' "${rows[@]}"
+for b in matmul attention kd-loss train; do
+  [[ -s $OUT/bench_$b.json ]] && { printf '\nbench %s: ' "$b"; head -c 600 "$OUT/bench_$b.json"; echo; }
+done
