@@ -6,9 +6,9 @@
 //
 // With PyTorch (on by default when /usr/bin/python3 imports torch), the same step is timed in
 // eager PyTorch (bench/torch_train_reference.py, through torch_reference.py's `serve` mode; see
-// app/torch_reference.hpp) with the same threads. Both sides start from cotan's initial weights
-// and batch, so their losses must agree step by step: the agreement is printed as a check that
-// the two do the same work. After warm-up, cotan and PyTorch alternate in blocks of --block
+// app/torch_reference.hpp) with the same threads (OpenMP and OpenBLAS). Both sides start from
+// cotan's initial weights and batch, so their losses must agree step by step: the agreement is
+// printed as a check that the two do the same work. After warm-up, cotan and PyTorch alternate in blocks of --block
 // steps; each reports the median step time, and the ratio is cotan tokens/s over PyTorch's.
 // The median CPU time of a step (the process's, all threads) is printed next to it: where the
 // machine has more runnable threads than cores, wall time is mostly time spent waiting for one.
@@ -183,12 +183,18 @@ int bench_train(const Args& args) {
     try {
       auto script = find_torch_script(vm["torch-script"].as<std::string>());
       if (!script) fail("bench", "--torch: cannot find bench/torch_reference.py; pass --torch-script PATH");
+      // torch.set_num_threads sets the OpenMP threads; OpenBLAS keeps its own pool (one thread
+      // per core unless told otherwise), so it is given the same count.
+      const std::string blas_threads = "OPENBLAS_NUM_THREADS=" + std::to_string(threads);
       const bool both = omp_wait == "auto" && warmup > 0;
       if (omp_wait == "inherit" || both)
-        candidates.push_back({"inherit", std::make_unique<TorchReference>(*script, threads), 0, {}});
-      if (omp_wait == "passive" || omp_wait == "auto")
         candidates.push_back(
-            {"passive", std::make_unique<TorchReference>(*script, threads, Args{"OMP_WAIT_POLICY=PASSIVE"}), 0, {}});
+            {"inherit", std::make_unique<TorchReference>(*script, threads, Args{blas_threads}), 0, {}});
+      if (omp_wait == "passive" || omp_wait == "auto")
+        candidates.push_back({"passive",
+                              std::make_unique<TorchReference>(*script, threads,
+                                                               Args{blas_threads, "OMP_WAIT_POLICY=PASSIVE"}),
+                              0, {}});
       weights_dir.emplace();
       const fs::path dir = weights_dir->path;
       save_safetensors((dir / "teacher.safetensors").string(), teacher_params);

@@ -20,6 +20,9 @@ Standalone, with Debian's interpreter and OpenBLAS's own kernel choice (BENCHMAR
         --kind affine --batch 8 --seq-len 128 --steps 10 --threads 2
 
 prints one JSON object {"torch", "threads", "kind", "batch", "seq_len", "ms", "tokens_per_s"}.
+On a busy machine add OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads> to the
+environment, as the bench does (see app/bench_train.cpp): spinning idle workers cost PyTorch most
+of its time when there are more runnable threads than cores.
 """
 
 import argparse
