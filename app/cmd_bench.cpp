@@ -7,8 +7,6 @@
 
 namespace cotan::app {
 
-int bench_train(const Args& args);  // app/bench_train.cpp
-
 namespace {
 
 struct Benchmark {

@@ -21,5 +21,6 @@ int bench_matmul(const Args& args);   // cotan bench matmul [--json] [--torch]
 int bench_ops(const Args& args);      // cotan bench ops [--json]
 int bench_attention(const Args& args);  // cotan bench attention [--json]
 int bench_kd_loss(const Args& args);    // cotan bench kd-loss [--json]
+int bench_train(const Args& args);      // cotan bench train [--json] [--torch]
 
 }  // namespace cotan::app
