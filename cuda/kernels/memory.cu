@@ -6,6 +6,7 @@
 
 #include "cuda/kernels/launch.hpp"
 #include "cuda/kernels/memory.cuh"
+#include "tensor/random_bounds.hpp"
 
 #if !COTAN_SIMT_EMULATED
 #include "cuda/allocator.hpp"
@@ -132,27 +133,6 @@ void assign_to_host(const Tensor& dst, const Tensor& src) {
 #endif
 
 // ---- random ----
-
-// The largest value of T below `bound`: where a uniform draw lands after rounding it to T would
-// reach the excluded upper bound (the CPU backend's rule).
-template <class T>
-T largest_below(double bound) {
-  if constexpr (std::is_same_v<T, double>) {
-    return std::nextafter(bound, -std::numeric_limits<double>::infinity());
-  } else if constexpr (std::is_same_v<T, float>) {
-    float b = float(bound);
-    return double(b) < bound ? b : std::nextafter(b, -std::numeric_limits<float>::infinity());
-  } else {
-    static_assert(std::is_same_v<T, bf16>);
-    bf16 b{float(bound)};
-    if (double(float(b)) < bound) return b;
-    float f = float(b);
-    if (f > 0) b.bits = uint16_t(b.bits - 1);
-    else if (f == 0) b.bits = 0x8001;  // the smallest negative subnormal
-    else b.bits = uint16_t(b.bits + 1);
-    return b;
-  }
-}
 
 template <class T>
 void random_typed(RandomOp op, T* out, int64_t n, Generator& gen, double a, double b) {

@@ -13,6 +13,7 @@
 #include "tensor/cpu/elementwise_loops.hpp"
 #include "tensor/cpu/memory_cache.hpp"
 #include "tensor/cpu/parallel.hpp"
+#include "tensor/random_bounds.hpp"
 
 namespace cotan::cpu {
 
@@ -191,27 +192,6 @@ Tensor CpuBackend::arange(double start, double step, int64_t n, DType dtype) {
 // ---- random ----
 
 namespace {
-
-// The largest value of T below `bound`: where a uniform draw lands after rounding it to T would
-// reach the excluded upper bound.
-template <class T>
-T largest_below(double bound) {
-  if constexpr (std::is_same_v<T, double>) {
-    return std::nextafter(bound, -std::numeric_limits<double>::infinity());
-  } else if constexpr (std::is_same_v<T, float>) {
-    float b = float(bound);
-    return double(b) < bound ? b : std::nextafter(b, -std::numeric_limits<float>::infinity());
-  } else {
-    static_assert(std::is_same_v<T, bf16>);
-    bf16 b{float(bound)};
-    if (double(float(b)) < bound) return b;
-    float f = float(b);
-    if (f > 0) b.bits = uint16_t(b.bits - 1);
-    else if (f == 0) b.bits = 0x8001;  // the smallest negative subnormal
-    else b.bits = uint16_t(b.bits + 1);
-    return b;
-  }
-}
 
 // Writes n draws of `op` into out, drawn from blocks start, start + 1, ... under `key`.
 // per_block: how many elements one Philox block feeds (4 for 24-bit draws, 2 otherwise).
