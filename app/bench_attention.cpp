@@ -79,7 +79,9 @@ int bench_attention(const Args& args) {
       ("repeat", po::value<int>()->default_value(5), "timed runs of each kind and implementation (median)")
       ("kinds", po::value<std::string>()->default_value("softmax,sink,affine"), "comma-separated kinds")
       ("impls", po::value<std::string>()->default_value("fused,composed"), "comma-separated implementations")
-      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
+      ("dtype", po::value<std::string>()->default_value("f32"), "f32 | bf16")
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
@@ -105,18 +107,21 @@ int bench_attention(const Args& args) {
     check(i == "fused" || i == "composed", "bench attention", "unknown implementation '", i,
           "' (expected fused, composed)");
   set_num_threads(vm["threads"].as<int>());
+  const Device device = bench_device(vm["device"].as<std::string>());
+  const DType dt = parse_dtype(vm["dtype"].as<std::string>());
+  check(dt == DType::f32 || dt == DType::bf16, "bench attention", "--dtype takes f32 or bf16, got ", dt);
 
   Generator gen(0);
-  const DType dt = DType::f32;
+  auto draw = [&](Tensor t) { return to(cast(t, dt), device); };
   AttentionCore base;
   base.causal = causal;
-  base.q = randn({batch, heads, seq, dim}, gen, dt);
-  base.k = randn({batch, kv_heads, seq, dim}, gen, dt);
-  base.v = randn({batch, kv_heads, seq, dim}, gen, dt);
-  const Tensor alpha = sigmoid(randn({batch, heads, seq}, gen, dt));
-  const Tensor alpha_ma = rand({heads}, gen, dt);
-  const Tensor sigma = randn({heads}, gen, dt);
-  const Tensor cotangent = randn(base.q.shape(), gen, dt);
+  base.q = draw(randn({batch, heads, seq, dim}, gen));
+  base.k = draw(randn({batch, kv_heads, seq, dim}, gen));
+  base.v = draw(randn({batch, kv_heads, seq, dim}, gen));
+  const Tensor alpha = draw(sigmoid(randn({batch, heads, seq}, gen)));
+  const Tensor alpha_ma = draw(rand({heads}, gen));
+  const Tensor sigma = draw(randn({heads}, gen));
+  const Tensor cotangent = draw(randn(base.q.shape(), gen));
 
   std::vector<Entry> entries;
   for (const std::string& kind : kinds)
@@ -135,7 +140,7 @@ int bench_attention(const Args& args) {
 
   for (Entry& e : entries) e.run();  // warm up: thread pool, allocator cache, scratch buffers
   for (int r = 0; r < repeat; ++r)
-    for (Entry& e : entries) e.seconds.push_back(seconds_of(e.run));
+    for (Entry& e : entries) e.seconds.push_back(seconds_on(device, e.run));
 
   std::map<std::string, std::map<std::string, double>> ms;  // kind -> impl -> median ms
   for (const Entry& e : entries) ms[e.kind][e.impl] = e.median_ms();
@@ -151,7 +156,7 @@ int bench_attention(const Args& args) {
   if (json) {
     std::cout << "{\"config\":{\"batch\":" << batch << ",\"seq\":" << seq << ",\"heads\":" << heads
               << ",\"kv_heads\":" << kv_heads << ",\"dim\":" << dim << ",\"causal\":" << (causal ? "true" : "false")
-              << ",\"dtype\":\"f32\",\"threads\":" << num_threads() << ",\"repeat\":" << repeat << "},\"results\":[";
+              << ",\"dtype\":\"" << dtype_name(dt) << "\",\"device\":\"" << to_string(device) << "\",\"threads\":" << num_threads() << ",\"repeat\":" << repeat << "},\"results\":[";
     for (size_t i = 0; i < entries.size(); ++i)
       std::cout << (i ? "," : "") << "{\"kind\":\"" << entries[i].kind << "\",\"impl\":\"" << entries[i].impl
                 << "\",\"ms\":" << json_number(entries[i].median_ms()) << "}";
@@ -169,11 +174,11 @@ int bench_attention(const Args& args) {
     return 0;
   }
 
-  std::printf("cotan bench attention: B=%lld T=%lld H=%lld Hkv=%lld d=%lld f32 %s, %d threads, forward + backward, "
-              "median of %d\n",
-              static_cast<long long>(batch), static_cast<long long>(seq), static_cast<long long>(heads),
-              static_cast<long long>(kv_heads), static_cast<long long>(dim), causal ? "causal" : "non-causal",
-              num_threads(), repeat);
+  std::printf("cotan bench attention on %s: B=%lld T=%lld H=%lld Hkv=%lld d=%lld %s %s, %d threads, forward + "
+              "backward, median of %d\n",
+              to_string(device).c_str(), static_cast<long long>(batch), static_cast<long long>(seq),
+              static_cast<long long>(heads), static_cast<long long>(kv_heads), static_cast<long long>(dim),
+              std::string(dtype_name(dt)).c_str(), causal ? "causal" : "non-causal", num_threads(), repeat);
   std::printf("%-10s %12s %12s %14s %18s\n", "kind", "fused ms", "composed ms", "fused speedup", "vs softmax fused");
   auto cell = [](double v, const char* format) {
     char buffer[32];

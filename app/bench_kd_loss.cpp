@@ -25,10 +25,15 @@
 #include "app/commands.hpp"
 #include "app/bench_util.hpp"
 #include "autograd/autograd.hpp"
+#include "cotan_config.h"
 #include "tensor/cpu/memory_cache.hpp"
 #include "tensor/error.hpp"
 #include "tensor/ops.hpp"
 #include "train/losses.hpp"
+
+#ifdef COTAN_HAVE_CUDA
+#include "cuda/allocator.hpp"
+#endif
 
 namespace cotan::app {
 
@@ -69,6 +74,23 @@ std::optional<double> peak_extra_bytes(const std::function<void()>& run) {
   return std::max(0.0, *peak - *before);
 }
 
+// The peak memory `run` adds on `device`: the caching allocator's peak on a GPU, the resident set
+// on the CPU (and for the emulator, whose device memory is host memory).
+std::optional<double> peak_extra_bytes_on(Device device, const std::function<void()>& run) {
+#ifdef COTAN_HAVE_CUDA
+  if (device.is_cuda() && !cuda_is_emulated()) {
+    backend(device).synchronize();
+    cuda::reset_peak(device.index);
+    const double before = double(cuda::allocator_stats(device.index).in_use_bytes);
+    run();
+    backend(device).synchronize();
+    return std::max(0.0, double(cuda::allocator_stats(device.index).peak_in_use_bytes) - before);
+  }
+#endif
+  (void)device;
+  return peak_extra_bytes(run);
+}
+
 struct Variant {
   const char* name;
   train::LossParts (*loss)(const Tensor&, const Tensor&, const Tensor&, const train::LossConfig&);
@@ -94,7 +116,8 @@ int bench_kd_loss(const Args& args) {
       ("temperature", po::value<double>()->default_value(1.0), "temperature tau")
       ("kd-ratio", po::value<double>()->default_value(1.0), "weight of KD against CE")
       ("repeat", po::value<int>()->default_value(5), "timed runs of each variant (the median is reported)")
-      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
+      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   po::notify(vm);
@@ -113,11 +136,12 @@ int bench_kd_loss(const Args& args) {
   config.temperature = vm["temperature"].as<double>();
   config.kd_ratio = vm["kd-ratio"].as<double>();
   set_num_threads(vm["threads"].as<int>());
+  const Device device = bench_device(vm["device"].as<std::string>());
 
   Generator gen(0);
-  const Tensor student = randn({tokens, vocab}, gen, DType::f32) * 2.0;
-  const Tensor teacher = randn({tokens, vocab}, gen, DType::f32) * 2.0;
-  const Tensor targets = randint({tokens}, 0, vocab, gen);
+  const Tensor student = to(randn({tokens, vocab}, gen, DType::f32) * 2.0, device);
+  const Tensor teacher = to(randn({tokens, vocab}, gen, DType::f32) * 2.0, device);
+  const Tensor targets = to(randint({tokens}, 0, vocab, gen), device);
 
   std::vector<Variant> variants = {{"fused", train::distill_loss, {}, {}, {}, {}},
                                    {"composed", train::distill_loss_composed, {}, {}, {}, {}}};
@@ -129,7 +153,7 @@ int bench_kd_loss(const Args& args) {
   };
   auto time_once = [&](Variant& v) {
     v.value = v.grad = Tensor();  // the previous result is not held while timing
-    v.seconds.push_back(seconds_of([&] { run(v); }));
+    v.seconds.push_back(seconds_on(device, [&] { run(v); }));
   };
 
   for (Variant& v : variants) run(v);  // warm-up: threads, page cache of the allocator
@@ -140,7 +164,7 @@ int bench_kd_loss(const Args& args) {
   const double grad_diff = max(abs(variants[0].grad - variants[1].grad)).item<double>();
   for (Variant& v : variants) {
     v.value = v.grad = Tensor();
-    v.peak_bytes = peak_extra_bytes([&] { run(v); });
+    v.peak_bytes = peak_extra_bytes_on(device, [&] { run(v); });
     v.value = v.grad = Tensor();
   }
 
@@ -158,7 +182,7 @@ int bench_kd_loss(const Args& args) {
   if (json) {
     std::cout << "{\"tokens\":" << tokens << ",\"vocab\":" << vocab << ",\"kind\":\"" << kind << "\""
               << ",\"temperature\":" << json_number(config.temperature)
-              << ",\"kd_ratio\":" << json_number(config.kd_ratio) << ",\"dtype\":\"f32\",\"threads\":" << threads
+              << ",\"kd_ratio\":" << json_number(config.kd_ratio) << ",\"dtype\":\"f32\",\"device\":\"" << to_string(device) << "\",\"threads\":" << threads
               << ",\"repeat\":" << repeat << ",\"logits_mib\":" << json_number(logits_mib);
     for (const Variant* v : {&fused, &composed})
       std::cout << ",\"" << v->name << "\":{\"ms\":" << json_number(median(v->seconds) * 1e3)
@@ -169,10 +193,11 @@ int bench_kd_loss(const Args& args) {
     return 0;
   }
 
-  std::printf("KD loss + gradient, f32, %lld tokens x %lld vocab, %s, tau %g, kd_ratio %g, %d threads, median of %d\n",
-              static_cast<long long>(tokens), static_cast<long long>(vocab), kind.c_str(), config.temperature,
+  std::printf("KD loss + gradient on %s, f32, %lld tokens x %lld vocab, %s, tau %g, kd_ratio %g, %d threads, median "
+              "of %d\n",
+              to_string(device).c_str(), static_cast<long long>(tokens), static_cast<long long>(vocab), kind.c_str(), config.temperature,
               config.kd_ratio, threads, repeat);
-  std::printf("one [N, V] f32 tensor is %.1f MiB; peak extra = peak resident set during the run minus before it\n\n",
+  std::printf("one [N, V] f32 tensor is %.1f MiB; peak extra = the most memory held during the run beyond what was held before\n\n",
               logits_mib);
   std::printf("%-10s %12s %18s\n", "variant", "ms", "peak extra MiB");
   for (const Variant* v : {&fused, &composed}) {

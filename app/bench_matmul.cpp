@@ -226,7 +226,7 @@ struct Result {
 };
 
 double time_once(const Tensor& a, const Tensor& b) {
-  return seconds_of([&] { Tensor c = cpu_backend().matmul(a, b); });
+  return seconds_on(a.device(), [&] { Tensor c = backend(a.device()).matmul(a, b); });
 }
 
 }  // namespace
@@ -241,6 +241,7 @@ int bench_matmul(const Args& args) {
       ("dtypes", po::value<std::string>()->default_value("f32,f64"), "comma-separated: f32, f64, bf16")
       ("repeat", po::value<int>()->default_value(10), "timed runs per product (the median is reported)")
       ("threads", po::value<int>()->default_value(0), "CPU threads for cotan and PyTorch (0: all cores)")
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (cuda: cuBLAS)")
       ("torch", "also time PyTorch (torch.matmul) in the same run, alternating call by call")
       ("torch-script", po::value<std::string>()->default_value(""),
        "path of bench/torch_reference.py (default: found above the current directory or the executable)");
@@ -258,12 +259,16 @@ int bench_matmul(const Args& args) {
   if (repeat < 1) fail("bench", "--repeat must be at least 1, got ", repeat);
   set_num_threads(vm["threads"].as<int>());
   const int threads = num_threads();
+  const Device device = bench_device(vm["device"].as<std::string>());
+  if (vm.count("torch") && !device.is_cpu())
+    fail("bench", "--torch times PyTorch on the CPU; it compares with --device cpu only");
 
   std::optional<TorchReference> torch;
   if (vm.count("torch")) torch.emplace(torch_script(vm["torch-script"].as<std::string>()), threads);
 
   if (!json) {
-    std::printf("cotan bench matmul: %d threads, median of %d runs after %d warm-up runs\n", threads, repeat, kWarmup);
+    std::printf("cotan bench matmul on %s: %d CPU threads, median of %d runs after %d warm-up runs\n",
+                to_string(device).c_str(), threads, repeat, kWarmup);
     if (torch) std::printf("PyTorch %s (%s), alternating with cotan call by call\n", torch->version().c_str(),
                            torch->blas().c_str());
     std::printf("%6s %6s %6s  %-5s %10s %9s", "m", "n", "k", "dtype", "ms", "GFLOP/s");
@@ -274,7 +279,8 @@ int bench_matmul(const Args& args) {
   Generator gen(0);
   for (const Size& size : sizes) {
     for (DType dtype : dtypes) {
-      const Tensor a = randn({size.m, size.k}, gen, dtype), b = randn({size.k, size.n}, gen, dtype);
+      const Tensor a = to(randn({size.m, size.k}, gen, dtype), device);
+      const Tensor b = to(randn({size.k, size.n}, gen, dtype), device);
       for (int i = 0; i < kWarmup; ++i) time_once(a, b);
       if (torch) torch->time_matmul(size, dtype, kWarmup);
       std::vector<double> ours, theirs;
@@ -297,7 +303,7 @@ int bench_matmul(const Args& args) {
     }
   }
   if (json) {
-    std::cout << "{\"threads\":" << threads << ",\"repeat\":" << repeat;
+    std::cout << "{\"device\":\"" << to_string(device) << "\",\"threads\":" << threads << ",\"repeat\":" << repeat;
     if (torch)
       std::cout << ",\"torch\":{\"version\":\"" << json_escape(torch->version()) << "\",\"blas\":\""
                 << json_escape(torch->blas()) << "\"}";

@@ -117,6 +117,8 @@ int bench_train(const Args& args) {
        "the student's attention kind: softmax, sink, affine, gated, affine_gated")
       ("phi", po::value<std::string>()->default_value("linear_clip"), "affine kinds: linear_clip or sigmoid")
       ("threads", po::value<int>()->default_value(2), "CPU threads for cotan and PyTorch")
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (PyTorch: CPU only)")
+      ("dtype", po::value<std::string>()->default_value("f32"), "compute dtype: f32 or bf16 (f32 master weights)")
       ("torch", "also time PyTorch (the default when it is installed); fail when it is not")
       ("no-torch", "time cotan alone")
       ("torch-omp-wait", po::value<std::string>()->default_value("auto"),
@@ -144,6 +146,12 @@ int bench_train(const Args& args) {
         "--torch-omp-wait is auto, inherit or passive, not '", omp_wait, "'");
   set_num_threads(vm["threads"].as<int>());
   const int threads = num_threads();
+  const Device device = bench_device(vm["device"].as<std::string>());
+  check(!(vm.count("torch") && !device.is_cpu()), "bench train",
+        "--torch times PyTorch on the CPU; it compares with --device cpu only");
+  const DType compute = parse_dtype(vm["dtype"].as<std::string>());
+  check(compute == DType::f32 || compute == DType::bf16, "bench train", "--dtype takes f32 or bf16, got ", compute);
+  check(!(vm.count("torch") && compute != DType::f32), "bench train", "--torch compares with --dtype f32 only");
 
   nn::ModelConfig teacher_config = nn::preset(kTeacher), student_config = nn::preset(kStudent);
   student_config.attention.kind = nn::parse_attention_kind(vm["kind"].as<std::string>());
@@ -164,7 +172,15 @@ int bench_train(const Args& args) {
   train::TrainConfig config;
   config.batch_size = batch;
   config.seq_len = seq_len;
+  config.device = device;
+  config.compute_dtype = compute;
   train::AdamW optimizer(config.adamw, student.param_specs());
+  // The weights and the batch are made on the CPU (the same bits on any device), then moved.
+  teacher_params = nn::cast(nn::to(teacher_params, device), compute);
+  teacher_state = nn::cast(nn::to(teacher_state, device), compute);
+  params = nn::to(params, device);
+  state = nn::to(state, device);
+  const train::Batch batch_on_device = train::to(fixed, device);
   const train::Teacher frozen{&teacher, &teacher_params, &teacher_state};
 
   // PyTorch, from the same weights and batch (written before cotan's first step changes them).
@@ -179,7 +195,9 @@ int bench_train(const Args& args) {
   std::string torch_note;
   std::optional<TempDir> weights_dir;
   Json torch_request = Json::object();
-  if (!vm.count("no-torch")) {
+  if (!device.is_cpu() || compute != DType::f32) {
+    torch_note = "PyTorch is timed with --device cpu --dtype f32 only";
+  } else if (!vm.count("no-torch")) {
     try {
       auto script = find_torch_script(vm["torch-script"].as<std::string>());
       if (!script) fail("bench", "--torch: cannot find bench/torch_reference.py; pass --torch-script PATH");
@@ -222,9 +240,9 @@ int bench_train(const Args& args) {
     for (int i = 0; i < n; ++i) {
       train::StepRecord record;
       const double cpu_start = process_cpu_seconds();
-      const double seconds = seconds_of([&] {
-        record = train::train_step(student, params, state, optimizer, frozen, [&] { return fixed; }, config,
-                                   kLearningRate);
+      const double seconds = seconds_on(device, [&] {
+        record = train::train_step(student, params, state, optimizer, frozen, [&] { return batch_on_device; },
+                                   config, kLearningRate);
       });
       const double cpu = process_cpu_seconds() - cpu_start;
       check(std::isfinite(record.loss), "bench train", "cotan's loss is ", record.loss);
@@ -297,7 +315,8 @@ int bench_train(const Args& args) {
     if (nn::is_affine(student_config.attention.kind)) std::cout << ",\"phi\":\"" << phi << "\"";
     std::cout << ",\"teacher\":\"" << kTeacher << "\",\"student\":\"" << kStudent << "\",\"teacher_params\":"
               << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
-              << ",\"seq_len\":" << seq_len << ",\"dtype\":\"f32\",\"threads\":" << threads << ",\"steps\":" << steps
+              << ",\"seq_len\":" << seq_len << ",\"dtype\":\"" << dtype_name(compute) << "\",\"device\":\"" << to_string(device)
+              << "\",\"threads\":" << threads << ",\"steps\":" << steps
               << ",\"warmup\":" << warmup << ",\"block\":" << block << ",\"cotan\":{\"ms\":" << json_number(cotan_ms)
               << ",\"cpu_ms\":" << json_number(ours.cpu_ms()) << ",\"tokens_per_s\":" << json_number(cotan_tps)
               << ",\"first_loss\":" << json_number(ours.losses[0]) << ours.json_steps()
@@ -328,8 +347,9 @@ int bench_train(const Args& args) {
   std::printf("distillation step: %s (%lld params, frozen, no_grad) -> %s (%lld params, attention %s%s)\n", kTeacher,
               static_cast<long long>(teacher_params_count), kStudent, static_cast<long long>(student_params),
               kind.c_str(), nn::is_affine(student_config.attention.kind) ? (", " + phi).c_str() : "");
-  std::printf("fkl tau 1, clip 1.0, AdamW lr %g; batch %lld x seq %lld = %.0f tokens/step, f32, %d threads\n",
-              kLearningRate, static_cast<long long>(batch), static_cast<long long>(seq_len), tokens_per_step, threads);
+  std::printf("fkl tau 1, clip 1.0, AdamW lr %g; batch %lld x seq %lld = %.0f tokens/step, %s, on %s, %d threads\n",
+              kLearningRate, static_cast<long long>(batch), static_cast<long long>(seq_len), tokens_per_step,
+              std::string(dtype_name(compute)).c_str(), to_string(device).c_str(), threads);
   std::printf("median of %d steps after %d warm-up steps", steps, warmup);
   if (torch)
     std::printf("; PyTorch %s (%s, %d threads), alternating in blocks of %d steps", torch->version().c_str(),

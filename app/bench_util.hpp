@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tensor/op_table.hpp"
+
 namespace cotan::app {
 
 // Wall-clock seconds of one call of run().
@@ -15,6 +17,25 @@ double seconds_of(F&& run) {
   auto start = std::chrono::steady_clock::now();
   run();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// --device of the benches: parsed and checked, so a missing GPU is one clear line up front.
+inline Device bench_device(const std::string& text) {
+  const Device device = parse_device(text);
+  backend(device);
+  return device;
+}
+
+// seconds_of for work queued on `device`: waits for the queue before starting the clock and
+// again before stopping it (a no-op on the CPU).
+template <class F>
+double seconds_on(Device device, F&& run) {
+  Backend& b = backend(device);
+  b.synchronize();
+  return seconds_of([&] {
+    run();
+    b.synchronize();
+  });
 }
 
 // The median (the mean of the two middle values for an even count).

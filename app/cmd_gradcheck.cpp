@@ -1,7 +1,9 @@
-// cotan gradcheck [--json] [--seed N] [--filter SUBSTRING]
+// cotan gradcheck [--json] [--seed N] [--filter SUBSTRING] [--device cuda]
 // Runs the gradient-check table (autograd/gradcheck_table.hpp) and prints one row per op, then
-// "N passed, M failed". Exit code 1 when any check fails. A check that throws counts as failed;
-// its message goes to stderr (and into the table's last column).
+// "N passed, M failed". With --device D the same cases run on D and on the CPU, and the rows
+// compare the two (output and gradients, rtol kDeviceCompareRtol) instead of finite differences.
+// Exit code 1 when any check fails. A check that throws counts as failed; its message goes to
+// stderr (and into the table's last column).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +15,7 @@
 
 #include "app/commands.hpp"
 #include "autograd/gradcheck_table.hpp"
+#include "tensor/op_table.hpp"
 
 namespace po = boost::program_options;
 
@@ -63,12 +66,14 @@ int cmd_gradcheck(const Args& args) {
   po::options_description options("cotan gradcheck: check every op's gradient against central differences");
   bool json = false;
   uint64_t seed = 0;
-  std::string filter;
+  std::string filter, device_name = "cpu";
   options.add_options()
       ("help,h", "show this help")
       ("json", po::bool_switch(&json), "print one JSON object instead of a table")
       ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed for the inputs and the projection")
-      ("filter", po::value<std::string>(&filter), "only ops whose name contains SUBSTRING");
+      ("filter", po::value<std::string>(&filter), "only ops whose name contains SUBSTRING")
+      ("device", po::value<std::string>(&device_name)->default_value("cpu"),
+       "cpu: central differences; cuda: the CUDA results against the CPU's on the same inputs");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(options).run(), vm);
   if (vm.count("help")) {
@@ -76,6 +81,8 @@ int cmd_gradcheck(const Args& args) {
     return 0;
   }
   po::notify(vm);
+  const Device device = parse_device(device_name);
+  backend(device);  // one clear line when the device is missing
 
   std::vector<Row> rows;
   for (const OpCheck& check : op_checks()) {
@@ -83,7 +90,7 @@ int cmd_gradcheck(const Args& args) {
     Row row;
     row.name = check.name;
     try {
-      GradcheckResult r = check.run(seed);
+      GradcheckResult r = device.is_cpu() ? check.run(seed) : check.compare(seed, device);
       row.max_abs_err = r.max_abs_err;
       row.max_rel_err = r.max_rel_err;
       row.pass = r.pass;

@@ -1,15 +1,18 @@
 // `cotan info [--json]`: what this binary was built with and what it can run on.
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/version.h>
 #include <string>
+#include <string_view>
 
 #include "app/commands.hpp"
 #include "cotan_config.h"
 #include "cuda/runtime.hpp"
 #include "tensor/error.hpp"
+#include "tensor/op_table.hpp"
 
 // Only Eigen's version macros: the whole of <Eigen/Core> is not needed here.
 #include <Eigen/src/Core/util/Macros.h>
@@ -90,6 +93,8 @@ int cmd_info(const Args& args) {
   const int threads = tbb::info::default_concurrency();
   const std::vector<CudaDevice> devices = cuda_devices();
   const std::string status = cuda_status();
+  const char* emulator_value = std::getenv(kCudaEmulatorVariable);
+  const bool emulator = emulator_value && *emulator_value && std::string_view(emulator_value) != "0";
 
   if (vm.count("json")) {
     std::cout << "{\"version\": " << json_string(COTAN_VERSION)
@@ -101,6 +106,7 @@ int cmd_info(const Args& args) {
               << ", \"eigen\": " << json_string(eigen_version())
               << ", \"tbb\": " << json_string(tbb_version())
               << ", \"cuda_status\": " << json_string(status)
+              << ", \"cuda_emulator\": " << (emulator ? "true" : "false")
               << ", \"cuda_devices\": [";
     for (size_t i = 0; i < devices.size(); ++i) {
       const CudaDevice& d = devices[i];
@@ -129,6 +135,9 @@ int cmd_info(const Args& args) {
                 << d.sm_count << " SMs, " << gib(d.total_memory) << "\n";
     }
   }
+  if (emulator)
+    std::cout << "  emulator     cuda:0 is the SIMT emulator on the CPU (" << kCudaEmulatorVariable << "=" << emulator_value
+              << ")\n";
   return 0;
 }
 

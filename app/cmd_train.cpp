@@ -7,6 +7,7 @@
 
 #include "app/commands.hpp"
 #include "nn/checkpoint.hpp"
+#include "tensor/op_table.hpp"
 #include "train/study.hpp"
 
 namespace po = boost::program_options;
@@ -16,8 +17,11 @@ namespace cotan::app {
 namespace {
 
 // Options shared by both commands, written into `c`.
-void add_training_options(po::options_description& opts, train::TrainConfig& c, std::string& loss_spec) {
-  opts.add_options()("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "sequences per micro-batch")(
+void add_training_options(po::options_description& opts, train::TrainConfig& c, std::string& loss_spec,
+                          std::string& device, std::string& dtype) {
+  opts.add_options()("device", po::value(&device)->default_value("cpu"), "cpu | cuda | cuda:N")(
+      "dtype", po::value(&dtype)->default_value("f32"),
+      "compute dtype: f32, or bf16 (bf16 activations and GEMMs, f32 master weights and AdamW state)")("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "sequences per micro-batch")(
       "grad-accum", po::value(&c.grad_accum)->default_value(c.grad_accum), "micro-batches per optimizer step")(
       "seq-len", po::value(&c.seq_len)->default_value(c.seq_len), "tokens per sequence")(
       "seed", po::value(&c.seed)->default_value(c.seed), "data order and initialisation seed")(
@@ -110,6 +114,31 @@ void set_kd_loss(train::LossConfig& loss, const std::string& spec) {
   }
 }
 
+// --device: parsed, and checked to be usable (one clear line when there is no GPU).
+Device device_option(const std::string& value) {
+  Device device;
+  try {
+    device = parse_device(value);
+  } catch (const Error& e) {
+    fail_for_option("--device", value, e);
+  }
+  backend(device);
+  return device;
+}
+
+// --dtype: the compute dtype.
+DType dtype_option(const std::string& value) {
+  DType dtype{};
+  try {
+    dtype = parse_dtype(value);
+  } catch (const Error& e) {
+    fail_for_option("--dtype", value, e);
+  }
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f64)
+    fail("train", "--dtype ", value, ": expected f32, bf16 or f64");
+  return dtype;
+}
+
 // --resume DIR names the run directory; a different --run-dir beside it is a mistake.
 void resume_into(const po::variables_map& vm, const std::string& resume_dir, std::string& run_dir) {
   if (vm.count("run-dir") && !vm["run-dir"].defaulted() && run_dir != resume_dir)
@@ -123,7 +152,7 @@ int cmd_pretrain(const Args& args) {
   train::TrainConfig c = train::default_study().train;
   c.steps = 300;
   c.loss.kd_ratio = 0;
-  std::string config = "tiny-teacher", data, out, loss_spec, resume_dir;
+  std::string config = "tiny-teacher", data, out, loss_spec, resume_dir, device, dtype;
   po::options_description opts("cotan pretrain [options]: train a model (a teacher) with cross-entropy");
   opts.add_options()("help,h", "show this help")("config", po::value(&config)->default_value(config),
                                                   "preset, config.json or model directory")(
@@ -133,7 +162,7 @@ int cmd_pretrain(const Args& args) {
       "steps", po::value(&c.steps)->default_value(c.steps), "optimizer steps")(
       "stop-after", po::value(&c.stop_after)->default_value(0), "stop after N steps with a checkpoint (resume later)")(
       "resume", po::value(&resume_dir)->value_name("DIR"), "continue the run in DIR from DIR/checkpoint (same options otherwise)");
-  add_training_options(opts, c, loss_spec);
+  add_training_options(opts, c, loss_spec, device, dtype);
   po::variables_map vm = parse(args, opts);
   if (vm.count("help")) {
     std::cout << opts;
@@ -142,6 +171,8 @@ int cmd_pretrain(const Args& args) {
   const bool resume = vm.count("resume") > 0;
   if (resume) resume_into(vm, resume_dir, c.run_dir);
   set_kd_loss(c.loss, loss_spec);
+  c.device = device_option(device);
+  c.compute_dtype = dtype_option(dtype);
   c.progress = isatty(STDERR_FILENO);
   nn::CausalLM model(load_model_config("--config", config));
   train::TokenData tokens = train::load_tokens(data.empty() ? train::default_corpus_path() : data, 0.05, 0);
@@ -162,7 +193,7 @@ int cmd_pretrain(const Args& args) {
 int cmd_distill(const Args& args) {
   bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
   train::StudyConfig s = quick ? train::quick_study() : train::default_study();
-  std::string loss_spec, attention, resume_dir;
+  std::string loss_spec, attention, resume_dir, device, dtype;
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
   opts.add_options()("help,h", "show this help")("quick", "a one-minute version of the study")(
@@ -177,7 +208,7 @@ int cmd_distill(const Args& args) {
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
       "attention", po::value(&attention), "only this kind (softmax, sink, affine, gated, affine_gated)")(
       "composed", "use the composed attention instead of the fused kernels");
-  add_training_options(opts, s.train, loss_spec);
+  add_training_options(opts, s.train, loss_spec, device, dtype);
   po::variables_map vm = parse(args, opts);
   if (vm.count("help")) {
     std::cout << opts;
@@ -189,6 +220,8 @@ int cmd_distill(const Args& args) {
   }
   s.command = command_line("distill", args);
   set_kd_loss(s.train.loss, loss_spec);
+  s.train.device = device_option(device);
+  s.train.compute_dtype = dtype_option(dtype);
   s.train.progress = false;
   if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
   if (!attention.empty()) {

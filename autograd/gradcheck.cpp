@@ -135,6 +135,86 @@ GradcheckResult gradcheck(const Function& f, const std::vector<Tensor>& inputs, 
   return result;
 }
 
+namespace {
+
+// Worst elementwise difference of `got` against `want`, normwise relative to max |want|.
+InputCheck compare_values(const std::vector<double>& got, const std::vector<double>& want, double floor) {
+  InputCheck out;
+  double largest = 0;
+  for (size_t k = 0; k < want.size(); ++k) {
+    double err = std::abs(got[k] - want[k]);
+    if (!std::isfinite(err)) err = std::numeric_limits<double>::infinity();
+    if (std::isfinite(want[k])) largest = std::max(largest, std::abs(want[k]));
+    if (out.worst_element < 0 || err > out.max_abs_err) {
+      out.max_abs_err = err;
+      out.worst_element = int64_t(k);
+      out.analytic = got[k];
+      out.numeric = want[k];
+    }
+  }
+  out.max_rel_err = out.max_abs_err / std::max(largest, floor);
+  return out;
+}
+
+// f's output and the gradients of sum(f(x) * r) for the floating inputs, all read back to the host.
+std::vector<std::vector<double>> value_and_projected_grads(const Function& f, const std::vector<Tensor>& xs,
+                                                           const std::vector<size_t>& floating, uint64_t seed) {
+  std::vector<Tensor> floats;
+  for (size_t i : floating) floats.push_back(xs[i]);
+  Tensor y;
+  auto [value, grads] = value_and_grad(
+      [&](const std::vector<Tensor>& fs) {
+        std::vector<Tensor> all = xs;
+        for (size_t j = 0; j < floating.size(); ++j) all[floating[j]] = fs[j];
+        y = f(all);
+        check_output(y);
+        Generator gen(seed);
+        Tensor r = to(randn(y.shape(), gen, DType::f64), y.device());
+        return sum(mul(y, y.dtype() == DType::f64 ? r : cast(r, y.dtype())));
+      },
+      floats);
+  std::vector<std::vector<double>> out;
+  for (size_t j = 0; j < grads.size(); ++j) {
+    check(grads[j].defined() && grads[j].shape() == floats[j].shape(), "gradcheck", "gradient of input ",
+          floating[j], " is undefined or has the wrong shape");
+    check(grads[j].device() == floats[j].device(), "gradcheck", "gradient of input ", floating[j], " is on ",
+          grads[j].device(), ", the input on ", floats[j].device());
+    out.push_back(grads[j].to_vector<double>());
+  }
+  out.push_back(y.detach().to_vector<double>());
+  return out;
+}
+
+}  // namespace
+
+GradcheckResult compare_devices(const Function& f, const std::vector<Tensor>& inputs, Device device,
+                                const GradcheckOptions& options) {
+  std::vector<Tensor> on_cpu, on_device;
+  std::vector<size_t> floating;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    check(x.defined(), "gradcheck", "input ", i, " is undefined");
+    check(x.device().is_cpu(), "gradcheck", "input ", i, " is on ", x.device(), "; pass the CPU inputs");
+    if (is_floating(x.dtype())) floating.push_back(i);
+    on_cpu.push_back(x.detach());
+    on_device.push_back(to(x.detach(), device));
+  }
+  const auto want = value_and_projected_grads(f, on_cpu, floating, options.seed);
+  const auto got = value_and_projected_grads(f, on_device, floating, options.seed);
+  GradcheckResult result;
+  result.inputs.assign(inputs.size() + 1, InputCheck{});
+  for (size_t j = 0; j < want.size(); ++j) {
+    check(got[j].size() == want[j].size(), "gradcheck", "the device returned ", got[j].size(), " values, the cpu ",
+          want[j].size());
+    InputCheck& out = result.inputs[j < floating.size() ? floating[j] : inputs.size()];
+    out = compare_values(got[j], want[j], options.floor);
+    result.max_abs_err = std::max(result.max_abs_err, out.max_abs_err);
+    result.max_rel_err = std::max(result.max_rel_err, out.max_rel_err);
+    if (!(out.max_rel_err <= options.rtol)) result.pass = false;
+  }
+  return result;
+}
+
 std::string GradcheckResult::describe() const {
   std::ostringstream out;
   out.precision(3);

@@ -44,4 +44,12 @@ struct GradcheckResult {
 // inputs (indices) are passed through unchanged and not checked.
 GradcheckResult gradcheck(const Function& f, const std::vector<Tensor>& inputs, const GradcheckOptions& options = {});
 
+// The same function run on `device` against the CPU, on the same f64 inputs (copied there): the
+// output and the gradient of L = sum(f(x) * r) for every floating input. Per input, `analytic`
+// holds the device's value and `numeric` the CPU's at the worst element; the output counts as one
+// more entry of `inputs` (the last). Errors are normwise as above; passes when every max_rel_err
+// <= options.rtol (rounding differences of other reduction orders are ~1e-15 in f64).
+GradcheckResult compare_devices(const Function& f, const std::vector<Tensor>& inputs, Device device,
+                                const GradcheckOptions& options = {});
+
 }  // namespace cotan

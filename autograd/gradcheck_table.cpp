@@ -79,6 +79,14 @@ OpCheck make_check(std::string name, Maker make) {
             GradcheckOptions options;
             options.seed = seed;
             return gradcheck(c.f, c.inputs, options);
+          },
+          [name, make](uint64_t seed, Device device) {
+            Generator gen(case_seed(seed, name));
+            Case c = make(gen);
+            GradcheckOptions options;
+            options.seed = seed;
+            options.rtol = kDeviceCompareRtol;
+            return compare_devices(c.f, c.inputs, device, options);
           }};
 }
 
@@ -137,8 +145,8 @@ std::vector<OpCheck> build() {
     return {[](X x) { return minimum(x[0], x[1]); }, {b, apart_from(b, {3, 4}, g)}};
   });
   add_case("where", [](Generator& g) -> Case {
-    Tensor cond = gt(normal({3, 4}, g), scalar(0.0, DType::f64));
-    return {[cond](X x) { return where(cond, x[0], x[1]); }, {normal({3, 4}, g), normal({4}, g)}};
+    Tensor cond = gt(normal({3, 4}, g), scalar(0.0, DType::f64));  // an input: it moves with the others
+    return {[](X x) { return where(x[2], x[0], x[1]); }, {normal({3, 4}, g), normal({4}, g), cond}};
   });
   add_case("scalar_operators", [](Generator& g) -> Case {
     return {[](X x) { return (2.0 - x[0] * 3.0) / 1.5 + 0.5 / x[0] - (x[0] + 1.0) * (1.0 + x[0]); },

@@ -16,8 +16,13 @@ namespace cotan {
 
 struct OpCheck {
   std::string name;
-  std::function<GradcheckResult(uint64_t seed)> run;
+  std::function<GradcheckResult(uint64_t seed)> run;  // central differences on the CPU
+  // The same inputs on `device` against the CPU (compare_devices): output and gradients.
+  std::function<GradcheckResult(uint64_t seed, Device device)> compare;
 };
+
+// The tolerance of OpCheck::compare: f64 on both sides, so only the order of roundings differs.
+inline constexpr double kDeviceCompareRtol = 1e-9;
 
 const std::vector<OpCheck>& op_checks();
 

@@ -25,6 +25,9 @@
 #include "autograd/autograd.hpp"
 #include "nn/attention.hpp"
 #include "nn/attention_tiles.hpp"
+#include "cotan_config.h"
+#include "cuda/kernels/attention.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/ops.hpp"
 
@@ -323,10 +326,61 @@ std::vector<Tensor> backward(const Inputs& in, const Saved& saved, const Tensor&
 
 }  // namespace
 
+namespace {
+
+// The core off the tape (the kernels read values; the node below records the inputs).
+AttentionCore detached(const AttentionCore& in) {
+  AttentionCore out = in;
+  for (Tensor* t : {&out.q, &out.k, &out.v, &out.alpha, &out.alpha_ma, &out.sigma})
+    if (t->defined()) *t = t->detach();
+  return out;
+}
+
+attention_kernels::Forward device_forward(const AttentionCore& in) {
+  if (cuda_is_emulated()) return emu::launch::attention_forward(in);
+#ifdef COTAN_HAVE_CUDA
+  return cuda::launch::attention_forward(in);
+#else
+  fail("attention", "no kernels for ", to_string(in.q.device()), " in this build");
+#endif
+}
+
+attention_kernels::Grads device_backward(const AttentionCore& in, const attention_kernels::Forward& saved,
+                                         const Tensor& d_out) {
+  if (cuda_is_emulated()) return emu::launch::attention_backward(in, saved, d_out);
+#ifdef COTAN_HAVE_CUDA
+  return cuda::launch::attention_backward(in, saved, d_out);
+#else
+  fail("attention", "no kernels for ", to_string(in.q.device()), " in this build");
+#endif
+}
+
+// A CUDA core: the kernels of cuda/kernels/attention.hpp (f32, bf16), with the same node as the
+// CPU's. f64 has no kernel and takes the composed path.
+Tensor attention_on_cuda(const AttentionCore& in) {
+  if (in.q.dtype() == DType::f64) return attention_composed(in);
+  auto core = std::make_shared<const AttentionCore>(detached(in));
+  auto saved = std::make_shared<const attention_kernels::Forward>(device_forward(*core));
+  std::vector<Tensor> tape{in.q, in.k, in.v};
+  if (in.alpha.defined()) tape.push_back(in.alpha);
+  if (in.sigma.defined()) tape.push_back(in.sigma);
+  const DType dt = in.q.dtype();
+  return record("attention", saved->o, tape, [core, saved, dt](const Tensor& cotangent) {
+    attention_kernels::Grads g = device_backward(*core, *saved, contiguous(cast(cotangent, dt)));
+    std::vector<Tensor> grads{g.dq, g.dk, g.dv};
+    if (core->alpha.defined()) grads.push_back(g.dalpha);
+    if (core->sigma.defined()) grads.push_back(g.dsigma);
+    return grads;
+  });
+}
+
+}  // namespace
+
 Tensor attention_fused(const AttentionCore& in) {
   check_attention_core(in, "attention");
+  if (in.q.device().is_cuda()) return attention_on_cuda(in);
   if (!in.q.device().is_cpu())
-    fail("attention", "the fused kernel runs on the CPU; q is on ", to_string(in.q.device()));
+    fail("attention", "no fused kernel for ", to_string(in.q.device()));
   const DType dt = in.q.dtype(), ct = dt == DType::bf16 ? DType::f32 : dt;
   auto inputs = std::make_shared<const Inputs>(in, ct);
   auto saved = std::make_shared<const Saved>(

@@ -66,4 +66,30 @@ std::pair<Tensor, Params> value_and_grad(const std::function<Tensor(const Params
   return {value, out};
 }
 
+Params to(const Params& ps, Device device) {
+  Params out;
+  for (const auto& [name, t] : ps) out.emplace(name, cotan::to(t.detach(), device));
+  return out;
+}
+
+State to(const State& st, Device device) {
+  State out;
+  out.training = st.training;
+  out.buffers = to(st.buffers, device);
+  return out;
+}
+
+Params cast(const Params& ps, DType dtype) {
+  Params out;
+  for (const auto& [name, t] : ps) out.emplace(name, is_floating(t.dtype()) ? cotan::cast(t, dtype) : t);
+  return out;
+}
+
+State cast(const State& st, DType dtype) {
+  State out;
+  out.training = st.training;
+  out.buffers = cast(st.buffers, dtype);
+  return out;
+}
+
 }  // namespace cotan::nn

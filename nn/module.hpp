@@ -62,6 +62,13 @@ int64_t count_params(const std::vector<ParamSpec>& specs);
 // Checks that `ps` has exactly the declared names and shapes; errors name the tensor and `source`.
 void check_params(const std::vector<ParamSpec>& specs, const Params& ps, std::string_view source);
 
+// Copies of every tensor on `device` (off the tape; tensors already there are shared, not copied).
+Params to(const Params& ps, Device device);
+State to(const State& st, Device device);
+// Every floating tensor cast to `dtype` (differentiable: gradients flow back to the originals).
+Params cast(const Params& ps, DType dtype);
+State cast(const State& st, DType dtype);
+
 // Tracks every parameter and returns f's value and its gradient per parameter (same names).
 std::pair<Tensor, Params> value_and_grad(const std::function<Tensor(const Params&)>& f, const Params& ps);
 

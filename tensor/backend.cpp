@@ -1,4 +1,9 @@
 #include "tensor/op_table.hpp"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "cuda/emulated/backend.hpp"
 #include "cuda/kernels/backend.hpp"
 #include "cuda/runtime.hpp"
 #include "tensor/cpu/backend.hpp"
@@ -7,7 +12,15 @@ namespace cotan {
 
 namespace {
 Backend* cuda_backend = nullptr;
+bool cuda_emulated = false;
+
+bool emulator_requested() {
+  const char* value = std::getenv(kCudaEmulatorVariable);
+  return value && *value && std::string_view(value) != "0";
 }
+}  // namespace
+
+bool cuda_is_emulated() { return cuda_emulated; }
 
 Backend& cpu_backend() {
   static cpu::CpuBackend instance;
@@ -15,12 +28,23 @@ Backend& cpu_backend() {
 }
 
 void register_backend(DeviceKind kind, Backend* b) {
-  if (kind == DeviceKind::cuda) cuda_backend = b;
+  if (kind == DeviceKind::cuda) {
+    cuda_backend = b;
+    cuda_emulated = false;
+  }
 }
 
 Backend& backend(Device device) {
   if (device.is_cpu()) return cpu_backend();
   if (cuda_backend) return *cuda_backend;
+  if (emulator_requested()) {
+    if (device.index != 0)
+      fail("cuda", "cannot use ", to_string(device), ": the emulator (", kCudaEmulatorVariable, ") serves cuda:0 only");
+    emu::serve_device(Device::cuda(0));
+    cuda_backend = &emu::backend();
+    cuda_emulated = true;
+    return *cuda_backend;
+  }
   if (Backend* found = cuda_device_backend()) return *found;
   if (!cuda_compiled_in()) fail("device", "cannot use ", to_string(device), ": this build has no CUDA backend");
   fail("cuda", cuda_status());  // "[cuda] no CUDA device: <the driver's reason>"

@@ -41,6 +41,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  // Waits until every kernel queued so far has finished (timing); the CPU runs ops synchronously.
+  virtual void synchronize() {}
 
   // Memory.
   virtual std::shared_ptr<Storage> allocate(size_t nbytes) = 0;
@@ -80,7 +82,15 @@ class Backend {
 // The backend for a device; throws a clear error when the device is not available.
 Backend& backend(Device device);
 Backend& cpu_backend();
-// Registered by the CUDA backend when it is compiled in.
+// Serves `kind` with `backend` from now on (tests; null restores the default lookup).
 void register_backend(DeviceKind kind, Backend* backend);
+
+// The environment variable that makes the SIMT emulator serve cuda:0 (cuda/emulated/backend.hpp):
+// COTAN_CUDA_EMULATOR=1 runs every CUDA code path, kernels included, on the CPU, slowly, with
+// tensors that report cuda:0. For testing the device paths of the trainer and the CLI without a GPU.
+inline constexpr const char* kCudaEmulatorVariable = "COTAN_CUDA_EMULATOR";
+// Whether tensors on CUDA devices are served by the emulator (then the fused ops call the
+// emulated kernels, cotan::emu::launch, instead of cotan::cuda::launch).
+bool cuda_is_emulated();
 
 }  // namespace cotan

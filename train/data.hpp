@@ -166,6 +166,9 @@ struct Batch {
   Tensor targets;  // [B, T] i64: the next token after each input
 };
 
+// The batch's tensors on `device`.
+Batch to(const Batch& batch, Device device);
+
 // Where a WindowLoader is: enough to rebuild it on the same tokens. seq_len and tokens are checked
 // on restore, so that a state cannot silently be applied to other data.
 struct LoaderState {

@@ -152,4 +152,9 @@ std::vector<Batch> validation_batches(const TokenSequence& tokens, int64_t seq_l
   return batches;
 }
 
+Batch to(const Batch& batch, Device device) {
+  if (batch.inputs.device() == device && batch.targets.device() == device) return batch;
+  return {cotan::to(batch.inputs, device), cotan::to(batch.targets, device)};
+}
+
 }  // namespace cotan::train

@@ -15,9 +15,8 @@
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/ops.hpp"
 
-#ifdef COTAN_HAVE_CUDA
 #include "cuda/kernels/kd_loss.hpp"
-#endif
+#include "tensor/op_table.hpp"
 
 namespace cotan::train {
 
@@ -372,16 +371,19 @@ LossParts assemble(const LossValues& v, const Inputs& in, const LossConfig& conf
 // `grad` (the student's shape, on the device) when `differentiate`.
 LossValues run_fused_device(const Inputs& in, const Tensor& student_logits, const LossConfig& config,
                             bool differentiate, Tensor& grad) {
-#ifdef COTAN_HAVE_CUDA
   if (student_logits.device().is_cuda()) {
-    const kd_loss::KdLossResult r =
-        cuda::launch::kd_loss_forward_backward(in.student.detach(), in.teacher, in.targets, config, differentiate);
+    const Tensor student = in.student.detach();
+    kd_loss::KdLossResult r;
+    if (cuda_is_emulated()) {
+      r = emu::launch::kd_loss_forward_backward(student, in.teacher, in.targets, config, differentiate);
+    } else {
+#ifdef COTAN_HAVE_CUDA
+      r = cuda::launch::kd_loss_forward_backward(student, in.teacher, in.targets, config, differentiate);
+#endif
+    }
     if (differentiate) grad = reshape(r.grad, student_logits.shape());
     return {r.kd, r.ce, r.teacher_entropy};
   }
-#else
-  (void)in, (void)config, (void)differentiate, (void)grad;
-#endif
   fail(kOp, "the fused loss has no ", to_string(student_logits.device()), " kernel; use distill_loss_composed");
 }
 

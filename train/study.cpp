@@ -12,6 +12,7 @@
 
 #include "nn/checkpoint.hpp"
 #include "nn/safetensors.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "train/plot.hpp"
 #include "train/stats.hpp"
@@ -148,6 +149,7 @@ StudyResult run_study(StudyConfig config) {
   const fs::path run_dir(config.run_dir);
 
   // ---- every input is checked before the first write ----
+  backend(config.train.device);  // "[cuda] no CUDA device: ..."
   nn::ModelConfig teacher_config = nn::load_config(config.teacher);
   nn::ModelConfig student_base = nn::load_config(config.student);
   student_base.attention = nn::AttentionConfig{};
@@ -217,7 +219,9 @@ StudyResult run_study(StudyConfig config) {
     write_file_atomically((teacher_dir / "key.json").string(), {key.dump(2) + "\n"}, "distill");
     if (stop_requested().load()) return {run_dir.string(), true};
   }
-  nn::State teacher_state = teacher.init_state();
+  // The frozen teacher runs in the students' compute dtype on their device.
+  teacher_params = nn::cast(nn::to(teacher_params, config.train.device), config.train.compute_dtype);
+  nn::State teacher_state = nn::cast(nn::to(teacher.init_state(), config.train.device), config.train.compute_dtype);
   Teacher t{&teacher, &teacher_params, &teacher_state};
 
   // ---- one student per variant and seed, same data order ----
@@ -252,8 +256,11 @@ StudyResult run_study(StudyConfig config) {
         out.result.steps = std::move(history.steps);
         out.result.evals = std::move(history.evals);
       }
+      // The attention statistics run on the CPU (nn::attention_stats), whatever trained the model.
+      const nn::Params cpu_params = nn::to(out.result.params, Device::cpu());
+      const nn::State cpu_state = nn::to(out.result.state, Device::cpu());
       for (const Batch& b : analysis) {
-        auto layers = student.analyze(b.inputs, out.result.params, out.result.state);
+        auto layers = student.analyze(b.inputs, cpu_params, cpu_state);
         if (out.layers.empty()) out.layers = layers;
         for (const auto& l : layers) {
           auto w = l.attention.weight_sums.to_vector<double>();

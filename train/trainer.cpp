@@ -12,6 +12,7 @@
 
 #include "autograd/autograd.hpp"
 #include "nn/safetensors.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::train {
@@ -173,6 +174,8 @@ Json train_settings(const TrainConfig& c, bool distill) {
   j["loss"] = kd_loss_spec(c.loss);
   j["temperature"] = c.loss.temperature;
   j["kd_ratio"] = c.loss.kd_ratio;
+  j["device"] = to_string(c.device);
+  j["dtype"] = std::string(dtype_name(c.compute_dtype));
   return j;
 }
 
@@ -273,8 +276,17 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
     LossParts parts;
     nn::State next;
     auto [value, g] = nn::value_and_grad([&](const nn::Params& p) {
-      auto [logits, st2] = student.apply(batch.inputs, p, state);
-      next = st2;
+      Tensor logits;
+      const DType master = p.begin()->second.dtype();
+      if (config.compute_dtype == master) {
+        std::tie(logits, next) = student.apply(batch.inputs, p, state);
+      } else {
+        // Mixed precision: buffers (moving averages) stay in the master dtype between steps.
+        nn::State st2;
+        std::tie(logits, st2) =
+            student.apply(batch.inputs, nn::cast(p, config.compute_dtype), nn::cast(state, config.compute_dtype));
+        next = nn::cast(st2, master);
+      }
       if (distill) {
         parts = distill_loss(logits, tl, batch.targets, config.loss);
       } else {
@@ -302,6 +314,16 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
   if (config.batch_size <= 0 || config.grad_accum <= 0) fail("train", "batch_size and grad_accum must be positive");
   bool distill = teacher.model != nullptr;
+  const Device device = config.device;
+  backend(device);  // "[cuda] no CUDA device: ..." before anything is written
+  if (distill && teacher.params->begin()->second.device() != device)
+    fail("distill", "the teacher's parameters are on ", to_string(teacher.params->begin()->second.device()),
+         ", the student trains on ", to_string(device));
+  if (!is_floating(config.compute_dtype))
+    fail("train", "the compute dtype must be floating (f32, bf16, f64), got ", config.compute_dtype);
+  if (distill && teacher.params->begin()->second.dtype() != config.compute_dtype)
+    fail("distill", "the teacher's parameters are ", teacher.params->begin()->second.dtype(),
+         ", the student computes in ", config.compute_dtype, " (cast the teacher first)");
   if (distill && teacher.model->config().vocab_size != student.config().vocab_size && !config.loss.slice_teacher_vocab)
     fail("distill", "teacher vocabulary ", teacher.model->config().vocab_size, " differs from the student's ",
          student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
@@ -316,6 +338,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   WindowLoader loader(data.train, config.seq_len, config.batch_size, config.seed);
   std::vector<Batch> val = data.val.empty() ? std::vector<Batch>{}
                                             : validation_batches(data.val, config.seq_len, config.batch_size, config.eval_batches);
+  for (Batch& b : val) b = to(b, device);
   Json fields = train_settings(config, distill);
   DType dtype = params.begin()->second.dtype();
 
@@ -334,6 +357,9 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     state.buffers = std::move(saved.state.buffers);
   }
   prepare_run_dir(run_dir);
+  // Initialised and loaded on the CPU, trained on the device (the same starting bits anywhere).
+  params = nn::to(params, device);
+  state = nn::to(state, device);
 
   const fs::path metrics_path = run_dir / "metrics.jsonl";
   if (resume) {
@@ -364,13 +390,14 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
       break;
     }
     auto ts = std::chrono::steady_clock::now();
-    StepRecord rec = train_step(student, params, state, opt, teacher, [&] { return loader.next(); }, config,
-                                lr_at(schedule, step));
+    StepRecord rec = train_step(student, params, state, opt, teacher, [&] { return to(loader.next(), device); },
+                                config, lr_at(schedule, step));
     rec.step = step;
     if (!std::isfinite(rec.loss) || !std::isfinite(rec.grad_norm)) {
       if (bar) std::cerr << "\n";
+      const double bad = std::isfinite(rec.loss) ? rec.grad_norm : rec.loss;
       fail("train", "step ", step, ": the ", std::isfinite(rec.loss) ? "gradient norm" : "loss", " is ",
-           std::isfinite(rec.loss) ? rec.grad_norm : rec.loss, " (",
+           std::isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf", " (",
            "last good checkpoint: ",
            last_good ? cat((run_dir / "checkpoint").string(), " at step ", *last_good)
                      : cat("none written yet in ", run_dir.string()),
@@ -391,7 +418,8 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     row["alpha"] = alpha_stats(state);
     bool last = step + 1 == config.steps;
     if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
-      EvalRecord e = evaluate(student, params, state, teacher, val, config.loss);
+      EvalRecord e = evaluate(student, nn::cast(params, config.compute_dtype), nn::cast(state, config.compute_dtype),
+                              teacher, val, config.loss);
       e.step = step;
       result.evals.push_back(e);
       Json ev = Json::object();

@@ -50,6 +50,11 @@ struct TrainConfig {
   bool progress = false;         // a live progress bar (on a terminal) instead of plain log lines
   int64_t log_every = 10;        // plain log lines every N steps
   nn::AttentionImpl attention_impl = nn::AttentionImpl::fused;
+  Device device = Device::cpu();  // where the model, the optimizer state and the batches live
+  // The dtype of the forward and backward passes. The parameters (the master weights) and the
+  // optimizer state keep theirs; with bf16 each step casts the weights down and the gradients
+  // come back in the master dtype through the casts. A teacher must already be in this dtype.
+  DType compute_dtype = DType::f32;
 };
 
 struct Teacher {

@@ -16,6 +16,10 @@ class KernelBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
 #endif
 
+#if !COTAN_SIMT_EMULATED
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(simt::current_stream())); }
+#endif
+
   std::shared_ptr<Storage> allocate(size_t nbytes) override { return launch::allocate(nbytes); }
   void assign(const Tensor& dst, const Tensor& src) override { launch::assign(dst, src); }
   void fill(const Tensor& dst, double value) override { launch::fill(dst, value); }

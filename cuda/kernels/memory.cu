@@ -19,9 +19,24 @@ namespace cotan::COTAN_KERNELS {
 
 #if COTAN_SIMT_EMULATED
 
-Device target_device() { return Device::cpu(); }
+namespace {
+Device& served_device() {
+  static Device device = Device::cpu();
+  return device;
+}
+}  // namespace
 
-std::shared_ptr<Storage> allocate_storage(size_t nbytes) { return cpu_backend().allocate(nbytes); }
+void serve_device(Device device) { served_device() = device; }
+
+Device target_device() { return served_device(); }
+
+// Host memory from the CPU's allocator, reporting the served device.
+std::shared_ptr<Storage> allocate_storage(size_t nbytes) {
+  std::shared_ptr<Storage> host = cpu_backend().allocate(nbytes);
+  if (served_device().is_cpu()) return host;
+  void* data = host->data;
+  return std::make_shared<Storage>(data, nbytes, served_device(), [host](void*, size_t) mutable { host.reset(); });
+}
 
 void copy_bytes(void* dst, const void* src, size_t nbytes) {
   if (nbytes) std::memcpy(dst, src, nbytes);
@@ -91,8 +106,6 @@ void assign_on_target(const Tensor& dst, const Tensor& src) {
   });
 }
 
-#if !COTAN_SIMT_EMULATED
-
 // A contiguous host copy of a host tensor (the tensor itself when it already is one).
 Tensor contiguous_on_host(const Tensor& t) {
   if (t.is_contiguous()) return t;
@@ -129,8 +142,6 @@ void assign_to_host(const Tensor& dst, const Tensor& src) {
   copy_bytes(host.data_ptr(), packed.data_ptr(), host.nbytes());
   cpu_backend().assign(dst, host);
 }
-
-#endif
 
 // ---- random ----
 
@@ -188,14 +199,13 @@ void assign(const Tensor& dst, const Tensor& src) {
     fail("assign", "destination shape ", to_string(dst.shape()), " and source shape ", to_string(src.shape()),
          " differ");
   if (dst.numel() == 0) return;
-#if !COTAN_SIMT_EMULATED
-  const bool dst_here = dst.device().is_cuda(), src_here = src.device().is_cuda();
-  if (dst_here != src_here) {
+  // Host <-> target (the emulator serving the CPU has no host side: both are "here").
+  const bool dst_here = dst.device() == target_device(), src_here = src.device() == target_device();
+  if (dst_here != src_here && (dst.device().is_cpu() || src.device().is_cpu())) {
     if (dst_here) assign_from_host(dst, src);
     else assign_to_host(dst, src);
     return;
   }
-#endif
   check_on_target("assign", dst);
   check_on_target("assign", src);
   assign_on_target(dst, src);

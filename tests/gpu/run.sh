@@ -48,8 +48,7 @@ if [[ ! -f $BUILD/build.ninja ]]; then
   step "configure (-Dcuda=enabled)" configure.log meson setup "$BUILD" -Dcuda=enabled --buildtype=release
 fi
 step "build" build.log ninja -C "$BUILD"
-cotan="$BUILD/app/cotan"
-[[ -x $cotan ]] || cotan="$BUILD/cotan"
+cotan="$BUILD/cotan"
 
 # ---- CUDA kernels against the CPU backend ----
 step "cotan info" info.log "$cotan" info
@@ -57,6 +56,18 @@ step "cotan info" info.log "$cotan" info
   step "CUDA kernels vs CPU (test_gpu_kernels)" gpu_kernels.log "$BUILD/tests/gpu/test_gpu_kernels"
 step "gradcheck --device cuda" gradcheck_cuda.log "$cotan" gradcheck --device cuda
 step "emulator + CPU suites (meson test)" meson_test.log meson test -C "$BUILD" --num-processes 8
+
+# ---- training on the GPU: the quick study, and its teacher's losses against the CPU's ----
+step "distill --quick --device cuda" distill_cuda.log "$cotan" distill --quick --device cuda \
+  --run-dir "$OUT/distill-cuda" --cache-dir "$OUT/cache-cuda"
+step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log bash -c '
+  set -e
+  "$0" pretrain --steps 20 --eval-every 0 --run-dir "$1/pre-cpu" >/dev/null
+  "$0" pretrain --steps 20 --eval-every 0 --device cuda --run-dir "$1/pre-cuda" >/dev/null
+  paste <(sed "s/.*\"loss\":\([^,]*\),.*/\1/" "$1/pre-cpu/metrics.jsonl") \
+        <(sed "s/.*\"loss\":\([^,]*\),.*/\1/" "$1/pre-cuda/metrics.jsonl") |
+    awk "{ d = \$1 - \$2; if (d < 0) d = -d; print; if (d > 1e-3 * \$1) bad++ } END { exit bad > 0 }"' \
+  "$cotan" "$OUT"
 
 # ---- benchmarks ----
 for b in matmul attention kd-loss train; do

@@ -526,4 +526,21 @@ TEST_CASE("allocate: aligned blocks, large ones reused by size") {
   }
   cpu::release_cached_memory();
   CHECK(cpu::cached_memory_bytes() == 0);
+
+  // Mid-sized activations (64 KiB to 1 MiB) are cached too, in 16 KiB size classes: a request a
+  // little smaller than a freed block of the same class gets that block back.
+  const size_t mid = size_t(200) << 10;
+  {
+    auto storage = be().allocate(mid);
+    first = storage->data;
+  }
+  CHECK(cpu::cached_memory_bytes() == size_t(208) << 10);
+  {
+    auto again = be().allocate(mid - 5000);
+    CHECK(again->data == first);
+  }
+  // Below 64 KiB blocks go straight back to malloc.
+  cpu::release_cached_memory();
+  { auto small = be().allocate(size_t(60) << 10); }
+  CHECK(cpu::cached_memory_bytes() == 0);
 }
