@@ -5,6 +5,10 @@
 #include <set>
 
 #include "autograd/autograd.hpp"
+#include "cotan_config.h"
+#include "cuda/kernels/optim.hpp"
+#include "tensor/cpu/parallel.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::train {
@@ -68,12 +72,12 @@ void AdamW::step(nn::Params& ps, const nn::Params& grads, double lr) {
     m = m.defined() ? to(cast(m, work), p.device()) : zeros(s.shape, work, p.device());
     v = v.defined() ? to(cast(v, work), p.device()) : zeros(s.shape, work, p.device());
 
-    if (s.decay && config_.weight_decay != 0.0) pw = pw * shrink;
-    m = m * config_.beta1 + g * (1.0 - config_.beta1);
-    v = v * config_.beta2 + square(g) * (1.0 - config_.beta2);
-    Tensor denom = sqrt(v) / bias2_sqrt + config_.eps;
-    pw = pw - (m / denom) * step_size;
-    p = cast(pw, p.dtype());
+    const AdamWScalars<double> k{s.decay ? shrink : 1.0,  config_.beta1, 1.0 - config_.beta1, config_.beta2,
+                                 1.0 - config_.beta2,         bias2_sqrt,    config_.eps,         step_size};
+    AdamWTensors next = adamw_update(contiguous(pw), contiguous(g), contiguous(m), contiguous(v), k);
+    m = next.m;
+    v = next.v;
+    p = cast(next.p, p.dtype());
   }
   ++steps_;
 }
@@ -120,12 +124,74 @@ void AdamW::load_state(const nn::Params& state, int64_t step) {
 
 double global_norm(const nn::Params& grads) {
   NoGrad no_grad;
-  double total = 0.0;
+  // Summed where the gradients live, read back once (one wait for a device, not one per tensor).
+  Tensor total;
   for (const auto& [name, g] : grads) {
     check(is_floating(g.dtype()), "global_norm", "gradient '", name, "' has dtype ", g.dtype());
-    total += sum(square(cast(g, DType::f64))).item<double>();
+    Tensor part = sum(square(cast(g, DType::f64)));
+    total = total.defined() ? total + to(part, total.device()) : part;
   }
-  return std::sqrt(total);
+  return total.defined() ? std::sqrt(total.item<double>()) : 0.0;
+}
+
+namespace {
+
+template <class W>
+AdamWTensors adamw_update_cpu(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                              const AdamWScalars<double>& s) {
+  const AdamWScalars<W> k{W(s.shrink), W(s.beta1), W(s.one_minus_beta1), W(s.beta2), W(s.one_minus_beta2),
+                          W(s.bias2_sqrt), W(s.eps), W(s.step_size)};
+  AdamWTensors out{Tensor::empty(p.shape(), p.dtype()), Tensor::empty(p.shape(), p.dtype()),
+                   Tensor::empty(p.shape(), p.dtype())};
+  const W *pp = p.data<W>(), *gp = g.data<W>(), *mp = m.data<W>(), *vp = v.data<W>();
+  W *po = out.p.data<W>(), *mo = out.m.data<W>(), *vo = out.v.data<W>();
+  cpu::parallel_for(p.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      W pi = pp[i], mi = mp[i], vi = vp[i];
+      adamw_element(pi, gp[i], mi, vi, k);
+      po[i] = pi;
+      mo[i] = mi;
+      vo[i] = vi;
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                          const AdamWScalars<double>& s) {
+  for (const Tensor* t : {&p, &g, &m, &v})
+    check(t->is_contiguous() && t->shape() == p.shape() && t->dtype() == p.dtype() && t->device() == p.device(),
+          "adamw", "expects contiguous tensors of one shape, dtype and device, got ", t->dtype(), " ",
+          to_string(t->shape()), " on ", to_string(t->device()), " and ", p.dtype(), " ", to_string(p.shape()),
+          " on ", to_string(p.device()));
+  check(p.dtype() == DType::f32 || p.dtype() == DType::f64, "adamw", "updates in f32 or f64, got ", p.dtype());
+  if (p.device().is_cuda()) {
+    AdamWTensors out;
+    if (cuda_is_emulated()) {
+      emu::launch::adamw_update(p, g, m, v, s, out.p, out.m, out.v);
+    } else {
+#ifdef COTAN_HAVE_CUDA
+      cuda::launch::adamw_update(p, g, m, v, s, out.p, out.m, out.v);
+#else
+      fail("adamw", "no kernel for ", to_string(p.device()), " in this build");
+#endif
+    }
+    return out;
+  }
+  check(p.device().is_cpu(), "adamw", "no fused update on ", to_string(p.device()));
+  return p.dtype() == DType::f64 ? adamw_update_cpu<double>(p, g, m, v, s) : adamw_update_cpu<float>(p, g, m, v, s);
+}
+
+AdamWTensors adamw_update_composed(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                                   const AdamWScalars<double>& s) {
+  NoGrad no_grad;
+  Tensor pw = s.shrink != 1.0 ? p * s.shrink : p;
+  Tensor m2 = m * s.beta1 + g * s.one_minus_beta1;
+  Tensor v2 = v * s.beta2 + square(g) * s.one_minus_beta2;
+  Tensor denom = sqrt(v2) / s.bias2_sqrt + s.eps;
+  return {pw - (m2 / denom) * s.step_size, m2, v2};
 }
 
 double clip_grad_norm(nn::Params& grads, double max_norm) {

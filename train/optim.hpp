@@ -7,9 +7,9 @@
 // Updates are functional, like the rest of the model API: step() computes each new parameter as
 // a new tensor and replaces the handle in `ps`; the old tensor's storage is never written, so a
 // view or a copy of the old Params held elsewhere keeps its values. clip_grad_norm and accumulate
-// replace gradient handles the same way. Everything here runs under NoGrad and is made of the
-// ordinary elementwise ops, so it runs on whatever device the tensors live on, and its results
-// do not depend on the number of threads.
+// replace gradient handles the same way. Everything here runs under NoGrad on whatever device
+// the tensors live on (the update is one fused pass per tensor, the rest ordinary ops), and its
+// results do not depend on the number of threads.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nn/module.hpp"
+#include "train/adamw_element.hpp"
 
 namespace cotan::train {
 
@@ -55,6 +56,18 @@ class AdamW {
   nn::Params exp_avg_, exp_avg_sq_;  // by parameter name
   int64_t steps_ = 0;
 };
+
+// One tensor's AdamW update in one pass: new (p, m, v) from p, g, m, v, which must be contiguous,
+// of one shape, all f32 or all f64, on one device (the CPU, or a CUDA device's fused kernel,
+// cuda/kernels/optim.hpp). adamw_update_composed is the same math from elementwise ops, the
+// oracle of the tests. AdamW::step uses the fused one.
+struct AdamWTensors {
+  Tensor p, m, v;
+};
+AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                          const AdamWScalars<double>& s);
+AdamWTensors adamw_update_composed(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                                   const AdamWScalars<double>& s);
 
 // The L2 norm over all gradients together, summed in f64 in the map's (name) order.
 double global_norm(const nn::Params& grads);

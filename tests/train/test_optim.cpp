@@ -216,6 +216,35 @@ TEST_CASE("adamw: errors") {
   CHECK(opt.state_tensors().empty());
 }
 
+TEST_CASE("adamw_update: the fused pass equals the composed update") {
+  Generator gen(17);
+  const AdamWScalars<double> k{1.0 - 3e-3 * 0.1, 0.9, 0.1, 0.95, 0.05, std::sqrt(1 - std::pow(0.95, 3.0)), 1e-8,
+                               3e-3 / (1 - std::pow(0.9, 3.0))};
+  for (DType dtype : {DType::f64, DType::f32}) {
+    CAPTURE(dtype);
+    // 70,000 elements: several parallel chunks. v >= 0, as a second moment is.
+    const Shape shape{70, 1000};
+    Tensor p = randn(shape, gen, dtype), g = randn(shape, gen, dtype), m = randn(shape, gen, dtype) * 0.1;
+    Tensor v = square(randn(shape, gen, dtype)) * 0.01;
+    for (double shrink : {k.shrink, 1.0}) {
+      AdamWScalars<double> ks = k;
+      ks.shrink = shrink;
+      const AdamWTensors fused = adamw_update(p, g, m, v, ks), composed = adamw_update_composed(p, g, m, v, ks);
+      const double tol = dtype == DType::f64 ? 1e-14 : 1e-6;
+      for (auto [a, b] : {std::pair{fused.p, composed.p}, {fused.m, composed.m}, {fused.v, composed.v}}) {
+        CHECK(a.dtype() == dtype);
+        CHECK(max(abs(a - b)).item<double>() <= tol * max(abs(b)).item<double>());
+      }
+      // The inputs are never written.
+      CHECK(!fused.p.same_storage(p));
+    }
+  }
+  Tensor x = zeros({3}), y = zeros({4});
+  CHECK(error_of([&] { adamw_update(x, y, x, x, k); }).starts_with("[adamw] expects contiguous tensors of one shape"));
+  Tensor h = zeros({3}, DType::bf16);
+  CHECK(error_of([&] { adamw_update(h, h, h, h, k); }) == "[adamw] updates in f32 or f64, got bf16");
+}
+
 TEST_CASE("global_norm and clip_grad_norm") {
   nn::Params grads = {{"a", from_vector<float>({3, 4}, {2})}, {"b", from_vector<double>({12}, {1})}};
   CHECK(global_norm(grads) == 13.0);

@@ -1,0 +1,34 @@
+// One element of the AdamW update (train/optim.hpp), for the CPU loop and the CUDA kernel
+// (cuda/kernels/optim.cuh) alike: plain arithmetic in the working dtype W, in the order of the
+// composed update.
+#pragma once
+
+#include <cmath>
+
+#include "cuda/simt/common.hpp"
+
+namespace cotan::train {
+
+// The step's constants in W (shrink is 1 for parameters without weight decay).
+template <class W>
+struct AdamWScalars {
+  W shrink, beta1, one_minus_beta1, beta2, one_minus_beta2, bias2_sqrt, eps, step_size;
+};
+
+// p <- p * shrink; m <- beta1 m + (1 - beta1) g; v <- beta2 v + (1 - beta2) g^2;
+// p <- p - step_size * m / (sqrt(v) / bias2_sqrt + eps)
+template <class W>
+SIMT_HOST_DEVICE void adamw_element(W& p, W g, W& m, W& v, const AdamWScalars<W>& s) {
+  p = p * s.shrink;
+  m = m * s.beta1 + g * s.one_minus_beta1;
+  v = v * s.beta2 + (g * g) * s.one_minus_beta2;
+#if defined(__CUDA_ARCH__)
+  const W root = ::sqrt(v);  // CUDA's float and double overloads
+#else
+  const W root = std::sqrt(v);
+#endif
+  const W denom = root / s.bias2_sqrt + s.eps;
+  p = p - (m / denom) * s.step_size;
+}
+
+}  // namespace cotan::train
