@@ -178,16 +178,27 @@ int bench_kd_loss(const Args& args) {
   const std::string kind = train::kd_loss_spec(config);
   const int threads = num_threads();
   const double logits_mib = double(tokens) * double(vocab) * sizeof(float) / kMiB;
+  // Scratch: the peak beyond the [N, V] gradient, which both variants return (the loss's output).
+  auto scratch = [&](const Variant& v) -> std::optional<double> {
+    if (!v.peak_bytes) return std::nullopt;
+    return std::max(0.0, *v.peak_bytes - logits_mib * kMiB);
+  };
+  std::optional<double> scratch_ratio;
+  if (scratch(fused) && scratch(composed))
+    scratch_ratio = *scratch(composed) / std::max(*scratch(fused), 1.0 * kMiB);  // a 1 MiB floor
 
   if (json) {
     std::cout << "{\"tokens\":" << tokens << ",\"vocab\":" << vocab << ",\"kind\":\"" << kind << "\""
               << ",\"temperature\":" << json_number(config.temperature)
-              << ",\"kd_ratio\":" << json_number(config.kd_ratio) << ",\"dtype\":\"f32\",\"device\":\"" << to_string(device) << "\",\"threads\":" << threads
+              << ",\"kd_ratio\":" << json_number(config.kd_ratio) << ",\"dtype\":\"f32\",\"device\":\"" << to_string(device)
+              << "\",\"threads\":" << threads
               << ",\"repeat\":" << repeat << ",\"logits_mib\":" << json_number(logits_mib);
     for (const Variant* v : {&fused, &composed})
       std::cout << ",\"" << v->name << "\":{\"ms\":" << json_number(median(v->seconds) * 1e3)
-                << ",\"peak_mib\":" << json_optional(v->peak_bytes, kMiB) << "}";
+                << ",\"peak_mib\":" << json_optional(v->peak_bytes, kMiB)
+                << ",\"scratch_mib\":" << json_optional(scratch(*v), kMiB) << "}";
     std::cout << ",\"speedup\":" << json_number(speedup) << ",\"memory_ratio\":" << json_optional(memory_ratio, 1.0)
+              << ",\"scratch_ratio\":" << json_optional(scratch_ratio, 1.0)
               << ",\"max_grad_diff\":" << json_number(grad_diff) << ",\"value_diff\":" << json_number(value_diff)
               << "}\n";
     return 0;
@@ -195,18 +206,19 @@ int bench_kd_loss(const Args& args) {
 
   std::printf("KD loss + gradient on %s, f32, %lld tokens x %lld vocab, %s, tau %g, kd_ratio %g, %d threads, median "
               "of %d\n",
-              to_string(device).c_str(), static_cast<long long>(tokens), static_cast<long long>(vocab), kind.c_str(), config.temperature,
-              config.kd_ratio, threads, repeat);
-  std::printf("one [N, V] f32 tensor is %.1f MiB; peak extra = the most memory held during the run beyond what was held before\n\n",
+              to_string(device).c_str(), static_cast<long long>(tokens), static_cast<long long>(vocab), kind.c_str(),
+              config.temperature, config.kd_ratio, threads, repeat);
+  std::printf("one [N, V] f32 tensor is %.1f MiB; peak extra = the most memory held during the run beyond what was\n"
+              "held before; scratch = peak extra minus the [N, V] gradient both return\n\n",
               logits_mib);
-  std::printf("%-10s %12s %18s\n", "variant", "ms", "peak extra MiB");
+  std::printf("%-10s %12s %18s %14s\n", "variant", "ms", "peak extra MiB", "scratch MiB");
   for (const Variant* v : {&fused, &composed}) {
     std::printf("%-10s %12.2f ", v->name, median(v->seconds) * 1e3);
-    if (v->peak_bytes) std::printf("%18.1f\n", *v->peak_bytes / kMiB);
-    else std::printf("%18s\n", "n/a");
+    if (v->peak_bytes) std::printf("%18.1f %14.1f\n", *v->peak_bytes / kMiB, *scratch(*v) / kMiB);
+    else std::printf("%18s %14s\n", "n/a", "n/a");
   }
   std::printf("\ncomposed / fused: time %.2fx", speedup);
-  if (memory_ratio) std::printf(", memory %.2fx", *memory_ratio);
+  if (memory_ratio) std::printf(", peak extra %.2fx, scratch %.0fx (1 MiB floor)", *memory_ratio, *scratch_ratio);
   else std::printf(", memory n/a (cannot reset the peak resident set through /proc/self/clear_refs)");
   std::printf("\nagreement: |loss difference| %.3g, max |gradient difference| %.3g\n", value_diff, grad_diff);
   return 0;
