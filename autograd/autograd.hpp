@@ -50,7 +50,9 @@ class NoGrad {
 bool recomputing();
 
 // Records `y` as the output of `op` applied to `inputs` when grad mode is on and any input is
-// tracked; returns y. The pullback must return inputs.size() cotangents.
+// tracked, and returns a new handle of y's data that carries the node (y itself when nothing is
+// recorded). The pullback may capture y: its copy never carries the node, so it cannot form a
+// reference cycle. The pullback must return inputs.size() cotangents.
 Tensor record(const char* op, Tensor y, std::initializer_list<Tensor> inputs, Pullback pullback);
 Tensor record(const char* op, Tensor y, const std::vector<Tensor>& inputs, Pullback pullback);
 

@@ -69,8 +69,12 @@ Tensor record(const char* op, Tensor y, const std::vector<Tensor>& inputs, Pullb
   node->inputs.reserve(inputs.size());
   for (const Tensor& t : inputs) node->inputs.push_back(t.defined() ? t.node() : nullptr);
   node->pullback = std::move(pullback);
-  y.set_node(std::move(node));
-  return y;
+  // The node goes on a fresh handle of y's data. A pullback that captured y itself (exp reuses
+  // its output, a fused op keeps it with its saved state) then holds a handle without this node,
+  // so no reference cycle through the node can keep the tape alive after the last use.
+  Tensor out = y.detach();
+  out.set_node(std::move(node));
+  return out;
 }
 
 Tensor record(const char* op, Tensor y, std::initializer_list<Tensor> inputs, Pullback pullback) {
