@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string_view>
 
+#include "nn/fused.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan {
@@ -326,6 +327,19 @@ std::vector<OpCheck> build() {
   add_case("mlp", [](Generator& g) -> Case {
     return {[](X x) { return matmul(silu(matmul(x[0], x[1]) + x[2]), x[3]); },
             {normal({3, 4}, g), normal({4, 5}, g), normal({5}, g), normal({5, 2}, g)}};
+  });
+
+  // ---- fused layers (nn/fused.hpp); rope's tables are constants, on x's device ----
+  add_case("rms_norm", [](Generator& g) -> Case {
+    return {[](X x) { return nn::rms_norm(x[0], x[1], 1e-6); }, {normal({3, 2, 5}, g), positive({5}, g)}};
+  });
+  add_case("swiglu", [](Generator& g) -> Case {
+    return {[](X x) { return nn::swiglu(x[0], x[1]); }, {normal({3, 1, 4}, g), normal({2, 4}, g)}};
+  });
+  add_case("rope", [](Generator& g) -> Case {
+    Tensor cos = normal({4, 6}, g), sin = normal({4, 6}, g);
+    return {[cos, sin](X x) { return nn::rope(x[0], to(cos, x[0].device()), to(sin, x[0].device())); },
+            {normal({2, 4, 6}, g)}};
   });
   return t;
 }

@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "autograd/autograd.hpp"
+#include "nn/fused.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::nn {
@@ -28,12 +29,7 @@ void RMSNorm::specs(std::vector<ParamSpec>& s, const std::string& prefix) const 
   s.push_back({join(prefix, "weight"), {dim}, Init::ones, false});
 }
 
-Tensor RMSNorm::apply(const Tensor& x, const ParamView& ps) const {
-  DType compute = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  Tensor h = cast(x, compute);
-  h = h * rsqrt(mean(square(h), {-1}, true) + eps);
-  return ps["weight"] * cast(h, x.dtype());
-}
+Tensor RMSNorm::apply(const Tensor& x, const ParamView& ps) const { return rms_norm(x, ps["weight"], eps); }
 
 std::vector<double> Rope::inverse_frequencies() const {
   std::vector<double> inv(size_t(head_dim / 2));
@@ -69,12 +65,7 @@ std::pair<Tensor, Tensor> Rope::tables(int64_t t, DType dtype, Device device) co
   return {cast(from_vector(c, {t, head_dim}, device), dtype), cast(from_vector(s, {t, head_dim}, device), dtype)};
 }
 
-Tensor Rope::apply(const Tensor& x, const Tensor& cos, const Tensor& sin) {
-  int64_t d = x.size(-1), half = d / 2;
-  // rotate_half(x) = cat(-x2, x1)
-  Tensor rotated = concat({neg(slice(x, -1, half, d)), slice(x, -1, 0, half)}, -1);
-  return x * cos + rotated * sin;
-}
+Tensor Rope::apply(const Tensor& x, const Tensor& cos, const Tensor& sin) { return rope(x, cos, sin); }
 
 void SwiGLU::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
   Linear{dim, hidden}.specs(s, join(prefix, "gate_proj"));
@@ -85,7 +76,7 @@ void SwiGLU::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
 Tensor SwiGLU::apply(const Tensor& x, const ParamView& ps) const {
   Tensor g = Linear{dim, hidden}.apply(x, ps.sub("gate_proj"));
   Tensor u = Linear{dim, hidden}.apply(x, ps.sub("up_proj"));
-  return Linear{hidden, dim}.apply(silu(g) * u, ps.sub("down_proj"));
+  return Linear{hidden, dim}.apply(swiglu(g, u), ps.sub("down_proj"));
 }
 
 void Attention::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {

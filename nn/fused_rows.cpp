@@ -1,0 +1,337 @@
+// The CPU row kernels of the fused layers (contract in nn/fused_rows.hpp). Rows (rms_norm, rope)
+// or elements (swiglu) are cut into chunks that depend only on the sizes (tensor/cpu/parallel.hpp);
+// the one reduction across rows, rms_norm's dweight, sums fixed blocks of rows into f64 partials
+// and adds the partials in block order: the same bits with any number of threads.
+//
+// Row sums are f64 over eight interleaved lanes (products in the compute type first, as the
+// composed square-then-sum does); bf16 rows are converted to f32 once per row or tile.
+#include "nn/fused_rows.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+// Eigen 3.4's AVX bf16 packet code declares a variable it never uses.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include <Eigen/Core>
+#pragma GCC diagnostic pop
+
+#include "tensor/cpu/parallel.hpp"
+#include "tensor/ops.hpp"
+
+namespace cotan::rows {
+
+namespace {
+
+// Elements of a swiglu tile: converted and computed together, small enough to stay in L1.
+constexpr int64_t kTile = 256;
+// Lanes of the f64 row sums.
+constexpr int kLanes = 8;
+// rope: rows read ahead of the one being rotated, in cache lines of kCacheLine bytes.
+constexpr int64_t kPrefetchRows = 16;
+constexpr int64_t kCacheLine = 64;
+// dweight partials: at least kMinWeightRows rows per block and at most kMaxWeightBlocks blocks.
+constexpr int64_t kMinWeightRows = 16;
+constexpr int64_t kMaxWeightBlocks = 256;
+
+template <class C>
+using Array = Eigen::Array<C, Eigen::Dynamic, 1>;
+
+// v rounded to T's precision and back: the composed ops' intermediate casts (identity unless bf16).
+template <class T>
+compute_t<T> round_to(compute_t<T> v) {
+  if constexpr (std::is_same_v<T, bf16>) return float(bf16(v));
+  else return v;
+}
+
+// Rows of work per parallel chunk: about kSerialElements elements.
+int64_t row_grain(int64_t row_length) { return std::max<int64_t>(1, cpu::kSerialElements / std::max<int64_t>(row_length, 1)); }
+
+// sum_i double(a_i b_i), the products in C; lane k takes i = k mod kLanes, lanes added as a tree.
+template <class C>
+double dot_f64(const C* a, const C* b, int64_t n) {
+  double acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) acc[k] += double(a[i + k] * b[i + k]);
+  for (int k = 0; i < n; ++i, ++k) acc[k] += double(a[i] * b[i]);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+// n elements of src in the compute type: src itself when it is one, else converted into buffer.
+template <class T>
+const compute_t<T>* in_compute(const T* src, int64_t n, std::vector<compute_t<T>>& buffer) {
+  if constexpr (std::is_same_v<T, compute_t<T>>) {
+    return src;
+  } else {
+    buffer.resize(size_t(n));
+    for (int64_t i = 0; i < n; ++i) buffer[size_t(i)] = float(src[i]);
+    return buffer.data();
+  }
+}
+
+template <class T>
+std::vector<compute_t<T>> to_compute_vector(const Tensor& t) {
+  const T* p = t.data<T>();
+  std::vector<compute_t<T>> out(size_t(t.numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = compute_t<T>(convert<compute_t<T>>(p[i]));
+  return out;
+}
+
+template <class F>
+void dispatch_floating(DType dtype, F&& f) {
+  dispatch_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_t<T>>) f(tag);
+    else fail("rows", "expects a floating dtype, got ", dtype);
+  });
+}
+
+// ---- rms_norm ----
+
+template <class T>
+void rms_norm_forward_typed(const Tensor& x, const Tensor& weight, double eps, const RmsNormForward& out) {
+  using C = compute_t<T>;
+  const int64_t rows = x.size(0), dim = x.size(1);
+  const T* xp = x.data<T>();
+  T* yp = out.y.data<T>();
+  C* rstd = out.rstd.data<C>();
+  const std::vector<C> w = to_compute_vector<T>(weight);
+  const C inv_dim = C(1.0 / double(dim)), eps_c = C(eps);
+  cpu::parallel_for(rows, row_grain(dim), [&](int64_t r0, int64_t r1) {
+    thread_local std::vector<C> buffer;
+    for (int64_t r = r0; r < r1; ++r) {
+      const C* h = in_compute(xp + r * dim, dim, buffer);
+      // mean(h^2) as the composed mean: the f64 sum rounded to C, times 1 / D in C.
+      const C ms = C(dot_f64(h, h, dim)) * inv_dim;
+      const C rs = C(1) / std::sqrt(ms + eps_c);
+      rstd[r] = rs;
+      T* y = yp + r * dim;
+      for (int64_t j = 0; j < dim; ++j) y[j] = convert<T>(w[size_t(j)] * round_to<T>(h[j] * rs));
+    }
+  });
+}
+
+template <class T>
+void rms_norm_backward_typed(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd,
+                             const RmsNormGrads& out) {
+  using C = compute_t<T>;
+  const int64_t rows = x.size(0), dim = x.size(1);
+  const T *xp = x.data<T>(), *gp = dy.data<T>();
+  const C* rstd_p = rstd.data<C>();
+  T* dxp = out.dx.data<T>();
+  const std::vector<C> w = to_compute_vector<T>(weight);
+  const C inv_dim = C(1.0 / double(dim));
+
+  // Block b holds rows [b * block, (b + 1) * block) and their dweight partial sums, in row order.
+  const int64_t block = std::max(kMinWeightRows, (rows + kMaxWeightBlocks - 1) / kMaxWeightBlocks);
+  const int64_t blocks = (rows + block - 1) / block;
+  std::vector<double> partial(size_t(blocks * dim), 0.0);
+  cpu::parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    thread_local std::vector<C> x_buffer, g_buffer, n_buffer, dn_buffer;
+    n_buffer.resize(size_t(dim));
+    dn_buffer.resize(size_t(dim));
+    C* n = n_buffer.data();
+    C* dn = dn_buffer.data();
+    for (int64_t b = b0; b < b1; ++b) {
+      double* part = partial.data() + b * dim;
+      for (int64_t r = b * block; r < std::min(rows, (b + 1) * block); ++r) {
+        const C* h = in_compute(xp + r * dim, dim, x_buffer);
+        const C* g = in_compute(gp + r * dim, dim, g_buffer);
+        const C rs = rstd_p[r];
+        for (int64_t j = 0; j < dim; ++j) {
+          n[j] = h[j] * rs;
+          dn[j] = g[j] * w[size_t(j)];
+        }
+        // dx = rstd (dn - n mean(dn n)): the second term is the gradient through rstd.
+        const C mean_dn_n = C(dot_f64(dn, n, dim)) * inv_dim;
+        T* dx = dxp + r * dim;
+        for (int64_t j = 0; j < dim; ++j) {
+          dx[j] = convert<T>(rs * (dn[j] - n[j] * mean_dn_n));
+          part[j] += double(g[j] * round_to<T>(n[j]));
+        }
+      }
+    }
+  });
+  std::vector<double> sum(size_t(dim), 0.0);
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t j = 0; j < dim; ++j) sum[size_t(j)] += partial[size_t(b * dim + j)];
+  T* dw = out.dweight.data<T>();
+  for (int64_t j = 0; j < dim; ++j) dw[j] = convert<T>(sum[size_t(j)]);
+}
+
+// ---- swiglu ----
+
+// Calls tile(offset, length) over [0, n) in tiles of kTile, in parallel chunks fixed by n.
+template <class F>
+void for_tiles(int64_t n, F&& tile) {
+  cpu::parallel_for(n, cpu::kSerialElements, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i += kTile) tile(i, std::min(kTile, i1 - i));
+  });
+}
+
+template <class T>
+void swiglu_forward_typed(const T* gp, const T* up, T* yp, int64_t n) {
+  using C = compute_t<T>;
+  for_tiles(n, [&](int64_t i0, int64_t len) {
+    thread_local std::vector<C> g_buffer, u_buffer;
+    Eigen::Map<const Array<C>> g(in_compute(gp + i0, len, g_buffer), len), u(in_compute(up + i0, len, u_buffer), len);
+    if constexpr (std::is_same_v<T, C>) {
+      // The composed silu(g) * u: silu rounded to C, then the product.
+      Eigen::Map<Array<C>>(yp + i0, len) = g * (C(1) + (-g).exp()).inverse() * u;
+    } else {
+      Array<C> silu = g * (C(1) + (-g).exp()).inverse();
+      for (int64_t i = 0; i < len; ++i) yp[i0 + i] = convert<T>(round_to<T>(silu[i]) * u[i]);
+    }
+  });
+}
+
+template <class T>
+void swiglu_backward_typed(const T* dyp, const T* gp, const T* up, T* dgp, T* dup, int64_t n) {
+  using C = compute_t<T>;
+  for_tiles(n, [&](int64_t i0, int64_t len) {
+    thread_local std::vector<C> dy_buffer, g_buffer, u_buffer;
+    thread_local Array<C> s, dg;
+    Eigen::Map<const Array<C>> dy(in_compute(dyp + i0, len, dy_buffer), len);
+    Eigen::Map<const Array<C>> g(in_compute(gp + i0, len, g_buffer), len), u(in_compute(up + i0, len, u_buffer), len);
+    s = (C(1) + (-g).exp()).inverse();  // sigmoid(g)
+    // d silu(g) = s (1 + g (1 - s)), after the product's dy u (the composed order); du takes
+    // silu(g) as the forward rounded it.
+    if constexpr (std::is_same_v<T, C>) {
+      Eigen::Map<Array<C>>(dgp + i0, len) = dy * u * s * (C(1) + g * (C(1) - s));
+      Eigen::Map<Array<C>>(dup + i0, len) = dy * (g * s);
+    } else {
+      dg = dy * u * s * (C(1) + g * (C(1) - s));
+      for (int64_t i = 0; i < len; ++i) {
+        dgp[i0 + i] = convert<T>(dg[i]);
+        dup[i0 + i] = convert<T>(dy[i] * round_to<T>(g[i] * s[i]));
+      }
+    }
+  });
+}
+
+// ---- rope ----
+
+// The row offsets of three operands of one shape [..., d]: row r is the r-th position of the
+// leading dims in row-major order; `at` walks them one row at a time.
+struct RowWalk {
+  Shape sizes;
+  Strides strides[3];
+  std::vector<int64_t> index;
+  int64_t at[3] = {0, 0, 0};
+
+  RowWalk(const Tensor& a, const Tensor& b, const Tensor& c, int64_t first_row) {
+    const int64_t lead = a.dim() - 1;
+    sizes.assign(a.shape().begin(), a.shape().begin() + lead);
+    const Tensor* ts[3] = {&a, &b, &c};
+    for (int k = 0; k < 3; ++k) strides[k].assign(ts[k]->strides().begin(), ts[k]->strides().begin() + lead);
+    index.assign(size_t(lead), 0);
+    int64_t rest = first_row;
+    for (int64_t d = lead - 1; d >= 0; --d) {
+      index[size_t(d)] = rest % sizes[size_t(d)];
+      rest /= sizes[size_t(d)];
+      for (int k = 0; k < 3; ++k) at[k] += index[size_t(d)] * strides[k][size_t(d)];
+    }
+  }
+
+  void next() {
+    for (size_t d = sizes.size(); d-- > 0;) {
+      for (int k = 0; k < 3; ++k) at[k] += strides[k][d];
+      if (++index[d] < sizes[d]) return;
+      for (int k = 0; k < 3; ++k) at[k] -= index[d] * strides[k][d];
+      index[d] = 0;
+    }
+  }
+};
+
+template <class T, bool kBackward>
+void rope_typed(const Tensor& a, const Tensor& cos, const Tensor& sin, const Tensor& out) {
+  const int64_t d = a.size(-1), half = d / 2, rows = a.numel() / std::max<int64_t>(d, 1);
+  const T *ap = static_cast<const T*>(a.data_ptr()), *cp = static_cast<const T*>(cos.data_ptr()),
+          *sp = static_cast<const T*>(sin.data_ptr());
+  T* yp = out.data<T>();
+  const int64_t row_bytes = d * int64_t(sizeof(T));
+  cpu::parallel_for(rows, row_grain(d), [&](int64_t r0, int64_t r1) {
+    RowWalk walk(a, cos, sin, r0);
+    // Rows of a transposed view (q as [B, H, T, d] over [B, T, H, d] memory) lie pages apart,
+    // out of the hardware prefetcher's reach: fetch the row kPrefetchRows ahead by hand.
+    RowWalk ahead(a, cos, sin, std::min(r0 + kPrefetchRows, r1));
+    for (int64_t r = r0; r < r1; ++r, walk.next()) {
+      if (r + kPrefetchRows < r1) {
+        const char* next = reinterpret_cast<const char*>(ap + ahead.at[0]);
+        for (int64_t byte = 0; byte < row_bytes; byte += kCacheLine) __builtin_prefetch(next + byte);
+        ahead.next();
+      }
+      const T *x = ap + walk.at[0], *c = cp + walk.at[1], *s = sp + walk.at[2];
+      T* y = yp + r * d;
+      for (int64_t i = 0; i < half; ++i) {
+        const auto x1 = convert<compute_t<T>>(x[i]), x2 = convert<compute_t<T>>(x[i + half]);
+        const auto c1 = convert<compute_t<T>>(c[i]), c2 = convert<compute_t<T>>(c[i + half]);
+        const auto s1 = convert<compute_t<T>>(s[i]), s2 = convert<compute_t<T>>(s[i + half]);
+        if constexpr (kBackward) {
+          // The transpose of the rotation: x1 feeds y1 through c1 and y2 through s2.
+          y[i] = convert<T>(x1 * c1 + x2 * s2);
+          y[i + half] = convert<T>(x2 * c2 - x1 * s1);
+        } else {
+          y[i] = convert<T>(round_to<T>(x1 * c1) - round_to<T>(x2 * s1));
+          y[i + half] = convert<T>(round_to<T>(x2 * c2) + round_to<T>(x1 * s2));
+        }
+      }
+    }
+  });
+}
+
+template <bool kBackward>
+Tensor rope_rows(const Tensor& a, const Tensor& cos, const Tensor& sin) {
+  Tensor out = Tensor::empty(a.shape(), a.dtype());
+  if (out.numel() == 0) return out;
+  dispatch_floating(a.dtype(), [&](auto tag) { rope_typed<decltype(tag), kBackward>(a, cos, sin, out); });
+  return out;
+}
+
+}  // namespace
+
+RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
+  const Tensor xc = contiguous(x), wc = contiguous(weight);
+  RmsNormForward out{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({x.size(0)}, compute_dtype(x.dtype()))};
+  if (x.numel() == 0) return out;
+  dispatch_floating(x.dtype(), [&](auto tag) { rms_norm_forward_typed<decltype(tag)>(xc, wc, eps, out); });
+  return out;
+}
+
+RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd) {
+  const Tensor dyc = contiguous(dy), xc = contiguous(x), wc = contiguous(weight), rc = contiguous(rstd);
+  RmsNormGrads out{Tensor::empty(x.shape(), x.dtype()), zeros(weight.shape(), weight.dtype())};
+  if (x.numel() == 0) return out;
+  dispatch_floating(x.dtype(), [&](auto tag) { rms_norm_backward_typed<decltype(tag)>(dyc, xc, wc, rc, out); });
+  return out;
+}
+
+Tensor swiglu_forward(const Tensor& g, const Tensor& u) {
+  const Tensor gc = contiguous(g), uc = contiguous(u);
+  Tensor y = Tensor::empty(g.shape(), g.dtype());
+  dispatch_floating(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    swiglu_forward_typed<T>(gc.data<T>(), uc.data<T>(), y.data<T>(), y.numel());
+  });
+  return y;
+}
+
+SwigluGrads swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) {
+  const Tensor dyc = contiguous(dy), gc = contiguous(g), uc = contiguous(u);
+  SwigluGrads out{Tensor::empty(g.shape(), g.dtype()), Tensor::empty(g.shape(), g.dtype())};
+  dispatch_floating(g.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    swiglu_backward_typed<T>(dyc.data<T>(), gc.data<T>(), uc.data<T>(), out.dg.data<T>(), out.du.data<T>(),
+                             g.numel());
+  });
+  return out;
+}
+
+Tensor rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) { return rope_rows<false>(x, cos, sin); }
+
+Tensor rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin) { return rope_rows<true>(dy, cos, sin); }
+
+}  // namespace cotan::rows

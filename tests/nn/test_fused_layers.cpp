@@ -1,0 +1,274 @@
+// The fused row ops (nn/fused.hpp) against their composed oracles: forward and gradients in f64,
+// f32 and bf16 on fresh random inputs, contiguous, strided and broadcast; gradcheck of each
+// pullback; error messages; the same bits with 1 and 2 threads; and the layers that use them.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <tbb/global_control.h>
+
+#include "autograd/autograd.hpp"
+#include "autograd/gradcheck.hpp"
+#include "nn/fused.hpp"
+#include "nn/layers.hpp"
+#include "tensor/ops.hpp"
+
+using namespace cotan;
+using namespace cotan::nn;
+
+namespace {
+
+using X = const std::vector<Tensor>&;
+
+// max |a - b| / max(max |b|, 1e-30), in f64: normwise, so that entries near 0 (where a gradient
+// cancels) are judged against the scale of the whole tensor.
+double rel_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = cast(a.detach(), DType::f64).to_vector<double>();
+  const std::vector<double> y = cast(b.detach(), DType::f64).to_vector<double>();
+  double err = 0, scale = 1e-30;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err = std::max(err, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return err / scale;
+}
+
+double tolerance(DType dt) { return dt == DType::f64 ? 1e-12 : dt == DType::f32 ? 1e-5 : 1e-2; }
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = contiguous(a.detach()), y = contiguous(b.detach());
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
+}
+
+Tensor normal(const Shape& shape, Generator& gen, DType dt, double scale = 1.0) {
+  return cast(randn(shape, gen, DType::f64) * scale, dt);
+}
+
+// `source` viewed through a transposed layout: the same values, non-unit strides.
+Tensor strided_copy(const Tensor& source) {
+  return transpose(contiguous(transpose(source, 0, -1)), 0, -1);
+}
+
+// The fused and composed functions on the same inputs: values, and the vjp with one random
+// cotangent, within the dtype's tolerance; the fused results keep the composed dtypes. The bf16
+// gradients are judged against the composed ops run in f64 on the same (bf16) values: composed in
+// bf16, every intermediate op rounds to bf16 (silu's pullback alone is six of them), and that
+// oracle's own error reaches the tolerance, where the fused pullback rounds once.
+void expect_matches(const Function& fused, const Function& composed, const std::vector<Tensor>& inputs,
+                    uint64_t seed, const std::string& what) {
+  INFO(what);
+  const DType dt = inputs[0].dtype();
+  const Tensor probe = composed(inputs);
+  Generator gen(seed);
+  const Tensor cotangent = normal(probe.shape(), gen, probe.dtype());
+  auto [y, grads] = vjp(fused, inputs, cotangent);
+  auto [y_ref, grads_ref] = vjp(composed, inputs, cotangent);
+  CHECK(y.dtype() == y_ref.dtype());
+  CHECK(y.shape() == y_ref.shape());
+  CHECK(rel_diff(y, y_ref) <= tolerance(dt));
+  REQUIRE(grads.size() == grads_ref.size());
+  std::vector<Tensor> grads_exact = grads_ref;
+  if (dt == DType::bf16) {
+    std::vector<Tensor> wide;
+    for (const Tensor& x : inputs) wide.push_back(cast(x, DType::f64));
+    grads_exact = vjp(composed, wide, cast(cotangent, DType::f64)).second;
+  }
+  for (size_t i = 0; i < grads.size(); ++i) {
+    INFO("gradient of input ", i);
+    CHECK(grads[i].dtype() == grads_ref[i].dtype());
+    CHECK(rel_diff(grads[i], grads_exact[i]) <= tolerance(dt));
+  }
+}
+
+constexpr DType kDtypes[] = {DType::f64, DType::f32, DType::bf16};
+
+// ---- the three ops as Functions ----
+
+constexpr double kEps = 1e-5;
+
+Function rms_fused = [](X x) { return rms_norm(x[0], x[1], kEps); };
+Function rms_composed = [](X x) { return rms_norm_composed(x[0], x[1], kEps); };
+Function swiglu_fused = [](X x) { return swiglu(x[0], x[1]); };
+Function swiglu_reference = [](X x) { return swiglu_composed(x[0], x[1]); };
+
+// The composed version takes the tables in x's dtype (its f64 run for the bf16 oracle).
+Function rope_of(const Tensor& cos, const Tensor& sin, bool fused) {
+  return [cos, sin, fused](X x) {
+    const DType dt = x[0].dtype();
+    return fused ? rope(x[0], cos, sin) : rope_composed(x[0], cast(cos, dt), cast(sin, dt));
+  };
+}
+
+}  // namespace
+
+TEST_CASE("rms_norm matches the composed RMSNorm: forward and gradients") {
+  uint64_t seed = 10;
+  // D below, at and past the eight f64 lanes of the row sums. (D = 1 is left out: there
+  // dx = w eps / (x^2 + eps)^(3/2) is a cancellation that neither version resolves in f32.)
+  for (int64_t dim : {3, 8, 37, 130})
+    for (DType dt : kDtypes) {
+      Generator gen(++seed);
+      const Tensor weight = cast(1.0 + randn({dim}, gen, DType::f64) * 0.3, dt);
+      const Tensor x = normal({2, 3, dim}, gen, dt, 2.0);
+      const std::string what = cat(dt, " D=", dim);
+      expect_matches(rms_fused, rms_composed, {x, weight}, seed, what + " contiguous");
+      expect_matches(rms_fused, rms_composed, {strided_copy(x), weight}, seed, what + " strided");
+      // Leading dims broadcast from one slice: the x gradient sums over them.
+      const Tensor one = normal({1, 3, dim}, gen, dt);
+      expect_matches([](X v) { return rms_norm(expand(v[0], {4, 3, v[0].size(-1)}), v[1], kEps); },
+                     [](X v) { return rms_norm_composed(expand(v[0], {4, 3, v[0].size(-1)}), v[1], kEps); },
+                     {one, weight}, seed, what + " broadcast");
+      // A 1-D x is one row.
+      expect_matches(rms_fused, rms_composed, {normal({dim}, gen, dt), weight}, seed, what + " one row");
+    }
+}
+
+TEST_CASE("rms_norm keeps the composed dtypes: bf16 in, bf16 out, normalized in f32") {
+  Generator gen(3);
+  const Tensor x = normal({4, 16}, gen, DType::bf16, 50.0), weight = normal({16}, gen, DType::bf16);
+  const Tensor y = rms_norm(x, weight, 1e-6);
+  CHECK(y.dtype() == DType::bf16);
+  // Normalized in f32, rounded to bf16, then times the weight: the composed value to a bf16
+  // rounding (the composed rsqrt is Eigen's, the fused one the exact 1 / sqrt).
+  CHECK(rel_diff(y, rms_norm_composed(x, weight, 1e-6)) <= 1e-2);
+  // The f32 normalization rounded once: within half a bf16 ulp of the f64 result, times the weight.
+  const Tensor exact = rms_norm(cast(x, DType::f64), cast(cast(weight, DType::f32), DType::f64), 1e-6);
+  CHECK(rel_diff(y, exact) <= 1e-2);
+  CHECK(rms_norm(cast(x, DType::f64), cast(weight, DType::f64), 1e-6).dtype() == DType::f64);
+}
+
+TEST_CASE("swiglu matches silu(g) * u: forward and gradients") {
+  uint64_t seed = 40;
+  for (DType dt : kDtypes) {
+    Generator gen(++seed);
+    // Values out to |g| ~ 12, where sigmoid saturates.
+    const Tensor g = normal({3, 5, 67}, gen, dt, 4.0), u = normal({3, 5, 67}, gen, dt);
+    const std::string what = cat(dt);
+    expect_matches(swiglu_fused, swiglu_reference, {g, u}, seed, what + " contiguous");
+    expect_matches(swiglu_fused, swiglu_reference, {strided_copy(g), u}, seed, what + " strided");
+    // Broadcast leading dims on both sides: [2, 1, 5, 67] and [3, 5, 67] -> [2, 3, 5, 67].
+    expect_matches(swiglu_fused, swiglu_reference, {normal({2, 1, 5, 67}, gen, dt), g}, seed, what + " broadcast");
+    // More elements than one parallel chunk.
+    expect_matches(swiglu_fused, swiglu_reference, {normal({70000}, gen, dt), normal({70000}, gen, dt)}, seed,
+                   what + " long");
+  }
+}
+
+TEST_CASE("rope matches Rope::apply's composition: forward and the gradient of x") {
+  uint64_t seed = 70;
+  for (int64_t d : {2, 8, 34})
+    for (DType dt : kDtypes) {
+      Generator gen(++seed);
+      const int64_t t = 7;
+      auto [cos, sin] = Rope{d, 10000.0, {}}.tables(t, dt, Device::cpu());
+      const std::string what = cat(dt, " d=", d);
+      const Tensor x = normal({2, 3, t, d}, gen, dt);
+      expect_matches(rope_of(cos, sin, true), rope_of(cos, sin, false), {x}, seed, what + " contiguous");
+      // As the attention layer passes q: [B, T, H, d] viewed as [B, H, T, d].
+      const Tensor heads_last = permute(contiguous(permute(x, {0, 2, 1, 3})), {0, 2, 1, 3});
+      expect_matches(rope_of(cos, sin, true), rope_of(cos, sin, false), {heads_last}, seed, what + " strided");
+      // x broadcast against per-batch tables [2, 1, T, d]: the output grows, dx sums over it.
+      const Tensor cos2 = stack({cos, slice(cos, 0, 0, t)}), sin2 = stack({sin, neg(sin)});
+      expect_matches(rope_of(unsqueeze(cos2, 1), unsqueeze(sin2, 1), true),
+                     rope_of(unsqueeze(cos2, 1), unsqueeze(sin2, 1), false), {normal({3, t, d}, gen, dt)}, seed,
+                     what + " broadcast");
+      // Tables with a non-unit last stride (read through a copy).
+      const Tensor cos_t = strided_copy(cos), sin_t = strided_copy(sin);
+      expect_matches(rope_of(cos_t, sin_t, true), rope_of(cos_t, sin_t, false), {x}, seed, what + " strided tables");
+    }
+}
+
+TEST_CASE("the fused ops pass gradcheck in f64") {
+  Generator gen(99);
+  const Tensor x = randn({3, 2, 9}, gen, DType::f64), weight = 1.0 + randn({9}, gen, DType::f64) * 0.3;
+  GradcheckResult r = gradcheck(rms_fused, {x, weight});
+  INFO("rms_norm: ", r.describe());
+  CHECK(r.pass);
+
+  r = gradcheck(swiglu_fused, {randn({3, 1, 5}, gen, DType::f64) * 3.0, randn({4, 5}, gen, DType::f64)});
+  INFO("swiglu: ", r.describe());
+  CHECK(r.pass);
+
+  auto [cos, sin] = Rope{6, 10000.0, {}}.tables(5, DType::f64, Device::cpu());
+  r = gradcheck(rope_of(cos, sin, true), {randn({2, 3, 5, 6}, gen, DType::f64)});
+  INFO("rope: ", r.describe());
+  CHECK(r.pass);
+}
+
+TEST_CASE("bad input names the op and the shapes") {
+  Generator gen(5);
+  const Tensor x = randn({2, 4}, gen);
+  CHECK_THROWS_WITH_AS(rms_norm(x, randn({5}, gen), 1e-6), "[rms_norm] x [2, 4] and weight [5] do not match (weight must be [D], D the last axis of x, D > 0)", Error);
+  CHECK_THROWS_WITH_AS(rms_norm(x, randn({4}, gen, DType::f64), 1e-6), doctest::Contains("[rms_norm] dtypes of x [2, 4] (f32) and weight [4] (f64)"), Error);
+  CHECK_THROWS_WITH_AS(rms_norm(x, randn({4}, gen), -1.0), doctest::Contains("[rms_norm] eps"), Error);
+  CHECK_THROWS_WITH_AS(rms_norm(randint({2, 4}, 0, 3, gen), randn({4}, gen), 1e-6),
+                       doctest::Contains("[rms_norm] x must be floating, got i64 [2, 4]"), Error);
+
+  CHECK_THROWS_WITH_AS(swiglu(randn({2, 3}, gen), randn({4}, gen)), "[swiglu] shapes [2, 3] and [4] cannot be broadcast",
+                       Error);
+  CHECK_THROWS_WITH_AS(swiglu(randn({2, 3}, gen), randn({2, 3}, gen, DType::bf16)),
+                       doctest::Contains("[swiglu] dtypes of g [2, 3] (f32) and u [2, 3] (bf16) do not match"), Error);
+
+  auto [cos, sin] = Rope{8, 10000.0, {}}.tables(3, DType::f32, Device::cpu());
+  CHECK_THROWS_WITH_AS(rope(randn({2, 3, 6}, gen), cos, sin),
+                       "[rope] x [2, 3, 6] and tables [3, 8] do not match (the last axes must be equal)", Error);
+  CHECK_THROWS_WITH_AS(rope(randn({2, 3, 8}, gen), cos, slice(sin, 0, 0, 2)),
+                       "[rope] cos [3, 8] and sin [2, 8] do not match", Error);
+  CHECK_THROWS_WITH_AS(rope(randn({2, 4, 8}, gen), cos, sin), doctest::Contains("[rope] shapes [2, 4, 8] and [3, 8]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(rope(randn({3, 7}, gen), randn({3, 7}, gen), randn({3, 7}, gen)),
+                       "[rope] x [3, 7] needs an even last axis to rotate halves", Error);
+  CHECK_THROWS_WITH_AS(rope(randn({3, 8}, gen, DType::f64), cos, sin), doctest::Contains("[rope] dtypes of x [3, 8] (f64)"),
+                       Error);
+  // Tracked tables would silently get no gradient: refused.
+  auto differentiate_tables = [&](X t) { return sum(rope(randn({3, 8}, gen), t[0], sin)); };
+  CHECK_THROWS_WITH_AS(value_and_grad(differentiate_tables, {cos}), doctest::Contains("[rope] cos and sin are constants"),
+                       Error);
+}
+
+TEST_CASE("rms_norm: the same bits with 1 and 2 threads (weight gradient summed in fixed blocks)") {
+  // 4096 rows: 256 blocks of partial weight sums, more than one chunk of rows for the forward.
+  Generator gen(21);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    INFO(dt);
+    const Tensor x = normal({4096, 96}, gen, dt), weight = normal({96}, gen, dt);
+    const Tensor cotangent = normal({4096, 96}, gen, dt);
+    auto run = [&](int threads) {
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+      return vjp(rms_fused, {x, weight}, cotangent);
+    };
+    auto [y1, g1] = run(1);
+    auto [y2, g2] = run(2);
+    CHECK(same_bits(y1, y2));
+    CHECK(same_bits(g1[0], g2[0]));
+    CHECK(same_bits(g1[1], g2[1]));
+    CHECK(std::isfinite(g1[1].to_vector<double>()[0]));
+  }
+}
+
+TEST_CASE("the layers run the fused ops") {
+  Generator gen(8);
+  const Tensor x = randn({2, 5, 16}, gen), weight = randn({16}, gen);
+  Params ps{{"norm.weight", weight}};
+  CHECK(same_bits(RMSNorm{16, 1e-5}.apply(x, ParamView(ps).sub("norm")), rms_norm(x, weight, 1e-5)));
+
+  auto [cos, sin] = Rope{8, 10000.0, {}}.tables(5, DType::f32, Device::cpu());
+  const Tensor q = randn({2, 3, 5, 8}, gen);
+  CHECK(same_bits(Rope::apply(q, cos, sin), rope(q, cos, sin)));
+
+  Params mlp{{"mlp.gate_proj.weight", randn({24, 16}, gen)},
+             {"mlp.up_proj.weight", randn({24, 16}, gen)},
+             {"mlp.down_proj.weight", randn({16, 24}, gen)}};
+  const ParamView view = ParamView(mlp).sub("mlp");
+  const Tensor g = matmul(x, transpose(mlp.at("mlp.gate_proj.weight")));
+  const Tensor u = matmul(x, transpose(mlp.at("mlp.up_proj.weight")));
+  const Tensor expected = matmul(swiglu(g, u), transpose(mlp.at("mlp.down_proj.weight")));
+  CHECK(same_bits(SwiGLU{16, 24}.apply(x, view), expected));
+}
