@@ -107,7 +107,7 @@ int bench_attention(const Args& args) {
     check(i == "fused" || i == "composed", "bench attention", "unknown implementation '", i,
           "' (expected fused, composed)");
   set_num_threads(vm["threads"].as<int>());
-  const Device device = bench_device(vm["device"].as<std::string>());
+  const Device device = device_option(vm["device"].as<std::string>());
   const DType dt = parse_dtype(vm["dtype"].as<std::string>());
   check(dt == DType::f32 || dt == DType::bf16, "bench attention", "--dtype takes f32 or bf16, got ", dt);
 

@@ -136,7 +136,7 @@ int bench_kd_loss(const Args& args) {
   config.temperature = vm["temperature"].as<double>();
   config.kd_ratio = vm["kd-ratio"].as<double>();
   set_num_threads(vm["threads"].as<int>());
-  const Device device = bench_device(vm["device"].as<std::string>());
+  const Device device = device_option(vm["device"].as<std::string>());
 
   Generator gen(0);
   const Tensor student = to(randn({tokens, vocab}, gen, DType::f32) * 2.0, device);

@@ -259,7 +259,7 @@ int bench_matmul(const Args& args) {
   if (repeat < 1) fail("bench", "--repeat must be at least 1, got ", repeat);
   set_num_threads(vm["threads"].as<int>());
   const int threads = num_threads();
-  const Device device = bench_device(vm["device"].as<std::string>());
+  const Device device = device_option(vm["device"].as<std::string>());
   if (vm.count("torch") && !device.is_cpu())
     fail("bench", "--torch times PyTorch on the CPU; it compares with --device cpu only");
 

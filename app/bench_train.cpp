@@ -146,7 +146,7 @@ int bench_train(const Args& args) {
         "--torch-omp-wait is auto, inherit or passive, not '", omp_wait, "'");
   set_num_threads(vm["threads"].as<int>());
   const int threads = num_threads();
-  const Device device = bench_device(vm["device"].as<std::string>());
+  const Device device = device_option(vm["device"].as<std::string>());
   check(!(vm.count("torch") && !device.is_cpu()), "bench train",
         "--torch times PyTorch on the CPU; it compares with --device cpu only");
   const DType compute = parse_dtype(vm["dtype"].as<std::string>());

@@ -19,13 +19,6 @@ double seconds_of(F&& run) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// --device of the benches: parsed and checked, so a missing GPU is one clear line up front.
-inline Device bench_device(const std::string& text) {
-  const Device device = parse_device(text);
-  backend(device);
-  return device;
-}
-
 // seconds_of for work queued on `device`: waits for the queue before starting the clock and
 // again before stopping it (a no-op on the CPU).
 template <class F>

@@ -81,8 +81,7 @@ int cmd_gradcheck(const Args& args) {
     return 0;
   }
   po::notify(vm);
-  const Device device = parse_device(device_name);
-  backend(device);  // one clear line when the device is missing
+  const Device device = device_option(device_name);
 
   std::vector<Row> rows;
   for (const OpCheck& check : op_checks()) {

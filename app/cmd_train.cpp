@@ -114,18 +114,6 @@ void set_kd_loss(train::LossConfig& loss, const std::string& spec) {
   }
 }
 
-// --device: parsed, and checked to be usable (one clear line when there is no GPU).
-Device device_option(const std::string& value) {
-  Device device;
-  try {
-    device = parse_device(value);
-  } catch (const Error& e) {
-    fail_for_option("--device", value, e);
-  }
-  backend(device);
-  return device;
-}
-
 // --dtype: the compute dtype.
 DType dtype_option(const std::string& value) {
   DType dtype{};
@@ -147,6 +135,17 @@ void resume_into(const po::variables_map& vm, const std::string& resume_dir, std
 }
 
 }  // namespace
+
+Device device_option(const std::string& value) {
+  Device device;
+  try {
+    device = parse_device(value);
+  } catch (const Error& e) {
+    fail_for_option("--device", value, e);
+  }
+  backend(device);
+  return device;
+}
 
 int cmd_pretrain(const Args& args) {
   train::TrainConfig c = train::default_study().train;
