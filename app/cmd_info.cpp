@@ -1,12 +1,10 @@
 // `cotan info [--json]`: what this binary was built with and what it can run on.
 #include <boost/program_options.hpp>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <oneapi/tbb/info.h>
 #include <oneapi/tbb/version.h>
 #include <string>
-#include <string_view>
 
 #include "app/commands.hpp"
 #include "cotan_config.h"
@@ -93,8 +91,7 @@ int cmd_info(const Args& args) {
   const int threads = tbb::info::default_concurrency();
   const std::vector<CudaDevice> devices = cuda_devices();
   const std::string status = cuda_status();
-  const char* emulator_value = std::getenv(kCudaEmulatorVariable);
-  const bool emulator = emulator_value && *emulator_value && std::string_view(emulator_value) != "0";
+  const bool emulator = cuda_emulator_requested();
 
   if (vm.count("json")) {
     std::cout << "{\"version\": " << json_string(COTAN_VERSION)
@@ -136,8 +133,7 @@ int cmd_info(const Args& args) {
     }
   }
   if (emulator)
-    std::cout << "  emulator     cuda:0 is the SIMT emulator on the CPU (" << kCudaEmulatorVariable << "=" << emulator_value
-              << ")\n";
+    std::cout << "  emulator     cuda:0 is the SIMT emulator on the CPU (" << kCudaEmulatorVariable << " is set)\n";
   return 0;
 }
 

@@ -25,9 +25,8 @@
 #include "autograd/autograd.hpp"
 #include "nn/attention.hpp"
 #include "nn/attention_tiles.hpp"
-#include "cotan_config.h"
 #include "cuda/kernels/attention.hpp"
-#include "tensor/op_table.hpp"
+#include "cuda/kernels/dispatch.hpp"
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/ops.hpp"
 
@@ -336,37 +335,18 @@ AttentionCore detached(const AttentionCore& in) {
   return out;
 }
 
-attention_kernels::Forward device_forward(const AttentionCore& in) {
-  if (cuda_is_emulated()) return emu::launch::attention_forward(in);
-#ifdef COTAN_HAVE_CUDA
-  return cuda::launch::attention_forward(in);
-#else
-  fail("attention", "no kernels for ", to_string(in.q.device()), " in this build");
-#endif
-}
-
-attention_kernels::Grads device_backward(const AttentionCore& in, const attention_kernels::Forward& saved,
-                                         const Tensor& d_out) {
-  if (cuda_is_emulated()) return emu::launch::attention_backward(in, saved, d_out);
-#ifdef COTAN_HAVE_CUDA
-  return cuda::launch::attention_backward(in, saved, d_out);
-#else
-  fail("attention", "no kernels for ", to_string(in.q.device()), " in this build");
-#endif
-}
-
 // A CUDA core: the kernels of cuda/kernels/attention.hpp (f32, bf16), with the same node as the
 // CPU's. f64 has no kernel and takes the composed path.
 Tensor attention_on_cuda(const AttentionCore& in) {
   if (in.q.dtype() == DType::f64) return attention_composed(in);
   auto core = std::make_shared<const AttentionCore>(detached(in));
-  auto saved = std::make_shared<const attention_kernels::Forward>(device_forward(*core));
+  auto saved = std::make_shared<const attention_kernels::Forward>(COTAN_CUDA_LAUNCH(attention_forward(*core)));
   std::vector<Tensor> tape{in.q, in.k, in.v};
   if (in.alpha.defined()) tape.push_back(in.alpha);
   if (in.sigma.defined()) tape.push_back(in.sigma);
   const DType dt = in.q.dtype();
   return record("attention", saved->o, tape, [core, saved, dt](const Tensor& cotangent) {
-    attention_kernels::Grads g = device_backward(*core, *saved, contiguous(cast(cotangent, dt)));
+    attention_kernels::Grads g = COTAN_CUDA_LAUNCH(attention_backward(*core, *saved, contiguous(cast(cotangent, dt))));
     std::vector<Tensor> grads{g.dq, g.dk, g.dv};
     if (core->alpha.defined()) grads.push_back(g.dalpha);
     if (core->sigma.defined()) grads.push_back(g.dsigma);

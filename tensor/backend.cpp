@@ -14,11 +14,12 @@ namespace {
 Backend* cuda_backend = nullptr;
 bool cuda_emulated = false;
 
-bool emulator_requested() {
+}  // namespace
+
+bool cuda_emulator_requested() {
   const char* value = std::getenv(kCudaEmulatorVariable);
   return value && *value && std::string_view(value) != "0";
 }
-}  // namespace
 
 bool cuda_is_emulated() { return cuda_emulated; }
 
@@ -37,7 +38,7 @@ void register_backend(DeviceKind kind, Backend* b) {
 Backend& backend(Device device) {
   if (device.is_cpu()) return cpu_backend();
   if (cuda_backend) return *cuda_backend;
-  if (emulator_requested()) {
+  if (cuda_emulator_requested()) {
     if (device.index != 0)
       fail("cuda", "cannot use ", to_string(device), ": the emulator (", kCudaEmulatorVariable, ") serves cuda:0 only");
     emu::serve_device(Device::cuda(0));

@@ -89,6 +89,8 @@ void register_backend(DeviceKind kind, Backend* backend);
 // COTAN_CUDA_EMULATOR=1 runs every CUDA code path, kernels included, on the CPU, slowly, with
 // tensors that report cuda:0. For testing the device paths of the trainer and the CLI without a GPU.
 inline constexpr const char* kCudaEmulatorVariable = "COTAN_CUDA_EMULATOR";
+// Whether kCudaEmulatorVariable asks for the emulator (set, not empty, not "0").
+bool cuda_emulator_requested();
 // Whether tensors on CUDA devices are served by the emulator (then the fused ops call the
 // emulated kernels, cotan::emu::launch, instead of cotan::cuda::launch).
 bool cuda_is_emulated();

@@ -15,6 +15,13 @@ struct AdamWScalars {
   W shrink, beta1, one_minus_beta1, beta2, one_minus_beta2, bias2_sqrt, eps, step_size;
 };
 
+// The constants in the working dtype W (computed in double, rounded once).
+template <class W>
+AdamWScalars<W> narrow(const AdamWScalars<double>& s) {
+  return {W(s.shrink), W(s.beta1), W(s.one_minus_beta1), W(s.beta2), W(s.one_minus_beta2), W(s.bias2_sqrt),
+          W(s.eps),    W(s.step_size)};
+}
+
 // p <- p * shrink; m <- beta1 m + (1 - beta1) g; v <- beta2 v + (1 - beta2) g^2;
 // p <- p - step_size * m / (sqrt(v) / bias2_sqrt + eps)
 template <class W>

@@ -15,8 +15,8 @@
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/ops.hpp"
 
+#include "cuda/kernels/dispatch.hpp"
 #include "cuda/kernels/kd_loss.hpp"
-#include "tensor/op_table.hpp"
 
 namespace cotan::train {
 
@@ -372,15 +372,8 @@ LossParts assemble(const LossValues& v, const Inputs& in, const LossConfig& conf
 LossValues run_fused_device(const Inputs& in, const Tensor& student_logits, const LossConfig& config,
                             bool differentiate, Tensor& grad) {
   if (student_logits.device().is_cuda()) {
-    const Tensor student = in.student.detach();
-    kd_loss::KdLossResult r;
-    if (cuda_is_emulated()) {
-      r = emu::launch::kd_loss_forward_backward(student, in.teacher, in.targets, config, differentiate);
-    } else {
-#ifdef COTAN_HAVE_CUDA
-      r = cuda::launch::kd_loss_forward_backward(student, in.teacher, in.targets, config, differentiate);
-#endif
-    }
+    const kd_loss::KdLossResult r = COTAN_CUDA_LAUNCH(
+        kd_loss_forward_backward(in.student.detach(), in.teacher, in.targets, config, differentiate));
     if (differentiate) grad = reshape(r.grad, student_logits.shape());
     return {r.kd, r.ce, r.teacher_entropy};
   }

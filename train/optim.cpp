@@ -5,10 +5,9 @@
 #include <set>
 
 #include "autograd/autograd.hpp"
-#include "cotan_config.h"
+#include "cuda/kernels/dispatch.hpp"
 #include "cuda/kernels/optim.hpp"
 #include "tensor/cpu/parallel.hpp"
-#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::train {
@@ -139,8 +138,7 @@ namespace {
 template <class W>
 AdamWTensors adamw_update_cpu(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                               const AdamWScalars<double>& s) {
-  const AdamWScalars<W> k{W(s.shrink), W(s.beta1), W(s.one_minus_beta1), W(s.beta2), W(s.one_minus_beta2),
-                          W(s.bias2_sqrt), W(s.eps), W(s.step_size)};
+  const AdamWScalars<W> k = narrow<W>(s);
   AdamWTensors out{Tensor::empty(p.shape(), p.dtype()), Tensor::empty(p.shape(), p.dtype()),
                    Tensor::empty(p.shape(), p.dtype())};
   const W *pp = p.data<W>(), *gp = g.data<W>(), *mp = m.data<W>(), *vp = v.data<W>();
@@ -169,15 +167,7 @@ AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, con
   check(p.dtype() == DType::f32 || p.dtype() == DType::f64, "adamw", "updates in f32 or f64, got ", p.dtype());
   if (p.device().is_cuda()) {
     AdamWTensors out;
-    if (cuda_is_emulated()) {
-      emu::launch::adamw_update(p, g, m, v, s, out.p, out.m, out.v);
-    } else {
-#ifdef COTAN_HAVE_CUDA
-      cuda::launch::adamw_update(p, g, m, v, s, out.p, out.m, out.v);
-#else
-      fail("adamw", "no kernel for ", to_string(p.device()), " in this build");
-#endif
-    }
+    COTAN_CUDA_LAUNCH(adamw_update(p, g, m, v, s, out.p, out.m, out.v));
     return out;
   }
   check(p.device().is_cpu(), "adamw", "no fused update on ", to_string(p.device()));

@@ -10,12 +10,6 @@ namespace {
 constexpr const char* kOp = "adamw";
 
 template <class W>
-train::AdamWScalars<W> narrow(const train::AdamWScalars<double>& s) {
-  return {W(s.shrink), W(s.beta1), W(s.one_minus_beta1), W(s.beta2), W(s.one_minus_beta2), W(s.bias2_sqrt),
-          W(s.eps),    W(s.step_size)};
-}
-
-template <class W>
 void run(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, const train::AdamWScalars<double>& s,
          Tensor& p_out, Tensor& m_out, Tensor& v_out) {
   const int64_t n = p.numel();
@@ -24,7 +18,7 @@ void run(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v, con
   v_out = empty_tensor(p.shape(), p.dtype());
   if (n == 0) return;
   const LaunchSize size = grid_stride_launch(n);
-  simt::launch(adamw_kernel<W>, size.grid, size.block, 0, n, narrow<W>(s), p.data<W>(), g.data<W>(), m.data<W>(),
+  simt::launch(adamw_kernel<W>, size.grid, size.block, 0, n, train::narrow<W>(s), p.data<W>(), g.data<W>(), m.data<W>(),
                v.data<W>(), p_out.data<W>(), m_out.data<W>(), v_out.data<W>());
 }
 
