@@ -1,7 +1,13 @@
 // `cotan bench kd-loss`: the fused distillation loss (train::distill_loss) against its composed
 // fallback (train::distill_loss_composed), f32 on the CPU. Each variant is timed as the loss plus
-// its gradient with respect to the student logits (value_and_grad); the two are run alternately,
-// after a warm-up, and the median of each is reported with the ratio composed / fused.
+// its gradient with respect to the student logits; the variants are run alternately, after a
+// warm-up, and the median of each is reported with the ratio composed / fused.
+//
+// Variants: "fused" donates the student logits (std::move, as the trainer does with the model's
+// logits): the gradient is written over them. "fused-kept" is the same kernel with the logits
+// kept by the caller: the gradient is one new [N, V] buffer. "composed" is the engine's
+// differentiation of primitive ops. Every run gets a fresh copy of the same logits, made before
+// it is timed or measured (in training the LM head makes them).
 //
 // Peak extra memory: the highest resident set size (VmHWM) reached while one loss + gradient
 // runs, minus the resident set size just before it. Before each measurement the allocator's block
@@ -91,9 +97,11 @@ std::optional<double> peak_extra_bytes_on(Device device, const std::function<voi
   return peak_extra_bytes(run);
 }
 
+enum class Form { donated, kept, composed };
+
 struct Variant {
   const char* name;
-  train::LossParts (*loss)(const Tensor&, const Tensor&, const Tensor&, const train::LossConfig&);
+  Form form;
   std::vector<double> seconds;
   std::optional<double> peak_bytes;
   Tensor value, grad;  // of the last run
@@ -143,45 +151,66 @@ int bench_kd_loss(const Args& args) {
   const Tensor teacher = to(randn({tokens, vocab}, gen, DType::f32) * 2.0, device);
   const Tensor targets = to(randint({tokens}, 0, vocab, gen), device);
 
-  std::vector<Variant> variants = {{"fused", train::distill_loss, {}, {}, {}, {}},
-                                   {"composed", train::distill_loss_composed, {}, {}, {}, {}}};
-  auto run = [&](Variant& v) {
-    auto [value, grads] = value_and_grad(
-        [&](const std::vector<Tensor>& xs) { return v.loss(xs[0], teacher, targets, config).total; }, {student});
-    v.value = value;
-    v.grad = grads[0];
+  std::vector<Variant> variants = {{"fused", Form::donated, {}, {}, {}, {}},
+                                   {"fused-kept", Form::kept, {}, {}, {}, {}},
+                                   {"composed", Form::composed, {}, {}, {}, {}}};
+  // Loss and gradient of one variant on `input`, a fresh copy of the student logits.
+  auto run = [&](Variant& v, Tensor input) {
+    Tensor leaf = track(input);
+    input = Tensor();
+    // What gradients() is asked about: a handle carrying the leaf's node but not its data, so the
+    // donated logits have no other owner.
+    Tensor wrt = Tensor::empty({});
+    wrt.set_node(leaf.node());
+    train::LossParts parts;
+    if (v.form == Form::donated) {
+      parts = train::distill_loss(std::move(leaf), teacher, targets, config);
+      check(parts.gradient_in_logits, "bench kd-loss", "the donated logits were not used for the gradient");
+    } else if (v.form == Form::kept) {
+      parts = train::distill_loss(leaf, teacher, targets, config);
+    } else {
+      parts = train::distill_loss_composed(leaf, teacher, targets, config);
+    }
+    v.grad = gradients(parts.total, ones({}, parts.total.dtype(), device), {wrt})[0];
+    v.value = parts.total.detach();
   };
   auto time_once = [&](Variant& v) {
     v.value = v.grad = Tensor();  // the previous result is not held while timing
-    v.seconds.push_back(seconds_on(device, [&] { run(v); }));
+    Tensor input = clone(student);
+    v.seconds.push_back(seconds_on(device, [&] { run(v, std::move(input)); }));
   };
 
-  for (Variant& v : variants) run(v);  // warm-up: threads, page cache of the allocator
+  for (Variant& v : variants) run(v, clone(student));  // warm-up: threads, page cache of the allocator
   for (int r = 0; r < repeat; ++r)
     for (Variant& v : variants) time_once(v);
-  // Agreement of the two, as a sanity figure.
-  const double value_diff = std::abs(variants[0].value.item<double>() - variants[1].value.item<double>());
-  const double grad_diff = max(abs(variants[0].grad - variants[1].grad)).item<double>();
+  // Agreement with the composed loss, as a sanity figure.
+  double value_diff = 0, grad_diff = 0;
+  for (int i = 0; i < 2; ++i) {
+    value_diff = std::max(value_diff, std::abs(variants[i].value.item<double>() - variants[2].value.item<double>()));
+    grad_diff = std::max(grad_diff, max(abs(variants[i].grad - variants[2].grad)).item<double>());
+  }
   for (Variant& v : variants) {
     v.value = v.grad = Tensor();
-    v.peak_bytes = peak_extra_bytes_on(device, [&] { run(v); });
+    Tensor input = clone(student);
+    v.peak_bytes = peak_extra_bytes_on(device, [&] { run(v, std::move(input)); });
     v.value = v.grad = Tensor();
   }
 
   const Variant& fused = variants[0];
-  const Variant& composed = variants[1];
+  const Variant& kept = variants[1];
+  const Variant& composed = variants[2];
   const double fused_ms = median(fused.seconds) * 1e3, composed_ms = median(composed.seconds) * 1e3;
   const double speedup = composed_ms / fused_ms;
   std::optional<double> memory_ratio;
-  if (fused.peak_bytes && composed.peak_bytes && *fused.peak_bytes > 0)
-    memory_ratio = *composed.peak_bytes / *fused.peak_bytes;
+  if (fused.peak_bytes && composed.peak_bytes)  // a 1 MiB floor: the donated loss may add almost nothing
+    memory_ratio = *composed.peak_bytes / std::max(*fused.peak_bytes, 1.0 * kMiB);
   const std::string kind = train::kd_loss_spec(config);
   const int threads = num_threads();
   const double logits_mib = double(tokens) * double(vocab) * sizeof(float) / kMiB;
-  // Scratch: the peak beyond the [N, V] gradient, which both variants return (the loss's output).
+  // Scratch: the peak beyond the [N, V] gradient the variant returns (none of its own when donated).
   auto scratch = [&](const Variant& v) -> std::optional<double> {
     if (!v.peak_bytes) return std::nullopt;
-    return std::max(0.0, *v.peak_bytes - logits_mib * kMiB);
+    return std::max(0.0, *v.peak_bytes - (v.form == Form::donated ? 0.0 : logits_mib * kMiB));
   };
   std::optional<double> scratch_ratio;
   if (scratch(fused) && scratch(composed))
@@ -193,7 +222,7 @@ int bench_kd_loss(const Args& args) {
               << ",\"kd_ratio\":" << json_number(config.kd_ratio) << ",\"dtype\":\"f32\",\"device\":\"" << to_string(device)
               << "\",\"threads\":" << threads
               << ",\"repeat\":" << repeat << ",\"logits_mib\":" << json_number(logits_mib);
-    for (const Variant* v : {&fused, &composed})
+    for (const Variant* v : {&fused, &kept, &composed})
       std::cout << ",\"" << v->name << "\":{\"ms\":" << json_number(median(v->seconds) * 1e3)
                 << ",\"peak_mib\":" << json_optional(v->peak_bytes, kMiB)
                 << ",\"scratch_mib\":" << json_optional(scratch(*v), kMiB) << "}";
@@ -209,18 +238,23 @@ int bench_kd_loss(const Args& args) {
               to_string(device).c_str(), static_cast<long long>(tokens), static_cast<long long>(vocab), kind.c_str(),
               config.temperature, config.kd_ratio, threads, repeat);
   std::printf("one [N, V] f32 tensor is %.1f MiB; peak extra = the most memory held during the run beyond what was\n"
-              "held before; scratch = peak extra minus the [N, V] gradient both return\n\n",
+              "held before; scratch = peak extra minus a new [N, V] gradient (fused writes it over the donated\n"
+              "logits, fused-kept and composed return a new one)\n\n",
               logits_mib);
-  std::printf("%-10s %12s %18s %14s\n", "variant", "ms", "peak extra MiB", "scratch MiB");
-  for (const Variant* v : {&fused, &composed}) {
-    std::printf("%-10s %12.2f ", v->name, median(v->seconds) * 1e3);
+  std::printf("%-12s %12s %18s %14s\n", "variant", "ms", "peak extra MiB", "scratch MiB");
+  for (const Variant* v : {&fused, &kept, &composed}) {
+    std::printf("%-12s %12.2f ", v->name, median(v->seconds) * 1e3);
     if (v->peak_bytes) std::printf("%18.1f %14.1f\n", *v->peak_bytes / kMiB, *scratch(*v) / kMiB);
     else std::printf("%18s %14s\n", "n/a", "n/a");
   }
   std::printf("\ncomposed / fused: time %.2fx", speedup);
-  if (memory_ratio) std::printf(", peak extra %.2fx, scratch %.0fx (1 MiB floor)", *memory_ratio, *scratch_ratio);
+  if (memory_ratio) std::printf(", peak extra %.0fx, scratch %.0fx (1 MiB floors)", *memory_ratio, *scratch_ratio);
   else std::printf(", memory n/a (cannot reset the peak resident set through /proc/self/clear_refs)");
-  std::printf("\nagreement: |loss difference| %.3g, max |gradient difference| %.3g\n", value_diff, grad_diff);
+  if (kept.peak_bytes && composed.peak_bytes && *kept.peak_bytes > 0)
+    std::printf("\ncomposed / fused-kept: time %.2fx, peak extra %.2fx", median(composed.seconds) / median(kept.seconds),
+                *composed.peak_bytes / *kept.peak_bytes);
+  std::printf("\nagreement with composed: |loss difference| %.3g, max |gradient difference| %.3g\n", value_diff,
+              grad_diff);
   return 0;
 }
 

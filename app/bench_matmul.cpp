@@ -242,6 +242,7 @@ int bench_matmul(const Args& args) {
       ("repeat", po::value<int>()->default_value(10), "timed runs per product (the median is reported)")
       ("threads", po::value<int>()->default_value(0), "CPU threads for cotan and PyTorch (0: all cores)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (cuda: cuBLAS)")
+      ("tf32", "f32 products on TF32 tensor cores (cuBLAS; --device cuda)")
       ("torch", "also time PyTorch (torch.matmul) in the same run, alternating call by call")
       ("torch-script", po::value<std::string>()->default_value(""),
        "path of bench/torch_reference.py (default: found above the current directory or the executable)");
@@ -260,6 +261,7 @@ int bench_matmul(const Args& args) {
   set_num_threads(vm["threads"].as<int>());
   const int threads = num_threads();
   const Device device = device_option(vm["device"].as<std::string>());
+  tf32_option(vm.count("tf32") > 0, device);
   if (vm.count("torch") && !device.is_cpu())
     fail("bench", "--torch times PyTorch on the CPU; it compares with --device cpu only");
 

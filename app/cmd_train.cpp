@@ -6,9 +6,14 @@
 #include <unistd.h>
 
 #include "app/commands.hpp"
+#include "cotan_config.h"
 #include "nn/checkpoint.hpp"
 #include "tensor/op_table.hpp"
 #include "train/study.hpp"
+
+#ifdef COTAN_HAVE_CUDA
+#include "cuda/kernels/matmul.hpp"
+#endif
 
 namespace po = boost::program_options;
 
@@ -21,7 +26,8 @@ void add_training_options(po::options_description& opts, train::TrainConfig& c, 
                           std::string& device, std::string& dtype) {
   opts.add_options()("device", po::value(&device)->default_value("cpu"), "cpu | cuda | cuda:N")(
       "dtype", po::value(&dtype)->default_value("f32"),
-      "compute dtype: f32, or bf16 (bf16 activations and GEMMs, f32 master weights and AdamW state)")("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "sequences per micro-batch")(
+      "compute dtype: f32, or bf16 (bf16 activations and GEMMs, f32 master weights and AdamW state)")(
+      "tf32", po::bool_switch(&c.tf32), "f32 matmuls on TF32 tensor cores (CUDA devices)")("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "sequences per micro-batch")(
       "grad-accum", po::value(&c.grad_accum)->default_value(c.grad_accum), "micro-batches per optimizer step")(
       "seq-len", po::value(&c.seq_len)->default_value(c.seq_len), "tokens per sequence")(
       "seed", po::value(&c.seed)->default_value(c.seed), "data order and initialisation seed")(
@@ -145,6 +151,14 @@ Device device_option(const std::string& value) {
   }
   backend(device);
   return device;
+}
+
+void tf32_option(bool enabled, Device device) {
+  if (!enabled) return;
+  if (!device.is_cuda()) fail("--tf32", "TF32 is a mode of the CUDA matmuls; the device is ", to_string(device));
+#ifdef COTAN_HAVE_CUDA
+  cuda::set_tf32(true);
+#endif
 }
 
 int cmd_pretrain(const Args& args) {

@@ -28,5 +28,7 @@ int bench_train(const Args& args);      // cotan bench train [--json] [--torch]
 // The value of a --device option, parsed and checked to be usable, so that a bad name or a
 // missing GPU is one line naming it before anything is written (cmd_train.cpp).
 Device device_option(const std::string& value);
+// --tf32 of the benches: TF32 for f32 matmuls from now on (cuBLAS), only on a CUDA device.
+void tf32_option(bool enabled, Device device);
 
 }  // namespace cotan::app

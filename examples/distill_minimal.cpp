@@ -41,7 +41,7 @@ int main() {
     auto [loss, grads] = nn::value_and_grad([&](const nn::Params& p) {
       auto [logits, s] = student.apply(batch.inputs, p, st);
       next = s;
-      return train::distill_loss(logits, teacher_logits, batch.targets).total;
+      return train::distill_loss(std::move(logits), teacher_logits, batch.targets).total;  // gradient over the logits
     }, ps);
     st = next;
     train::clip_grad_norm(grads, 1.0);

@@ -74,6 +74,9 @@ class Tensor {
   bool tracked() const { return impl_ && impl_->node != nullptr; }
 
   bool same_storage(const Tensor& other) const { return storage() == other.storage(); }
+  // Whether this handle is the only reference to its data: no copy of the handle, no view and no
+  // value saved by a pullback shares it. A function that takes a Tensor&& may then reuse the memory.
+  bool sole_owner() const { return impl_ && impl_.use_count() == 1 && impl_->storage.use_count() == 1; }
   std::string str() const;  // values with shape and dtype, elided when large
 
  private:

@@ -369,11 +369,13 @@ LossParts assemble(const LossValues& v, const Inputs& in, const LossConfig& conf
 
 // Student logits off the CPU: the device's fused kernel (cuda/kernels/kd_loss.hpp), which sets
 // `grad` (the student's shape, on the device) when `differentiate`.
+// A defined `grad` on entry is the buffer to write the gradient into (donated logits).
 LossValues run_fused_device(const Inputs& in, const Tensor& student_logits, const LossConfig& config,
                             bool differentiate, Tensor& grad) {
   if (student_logits.device().is_cuda()) {
+    const Tensor into = grad.defined() ? reshape(grad, in.student.shape()) : Tensor();
     const kd_loss::KdLossResult r = COTAN_CUDA_LAUNCH(
-        kd_loss_forward_backward(in.student.detach(), in.teacher, in.targets, config, differentiate));
+        kd_loss_forward_backward(in.student.detach(), in.teacher, in.targets, config, differentiate, into));
     if (differentiate) grad = reshape(r.grad, student_logits.shape());
     return {r.kd, r.ce, r.teacher_entropy};
   }
@@ -425,18 +427,23 @@ std::string kd_loss_spec(const LossConfig& config) {
 
 // ---- fused ----
 
-LossParts distill_loss(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
-                       const LossConfig& config) {
+namespace {
+
+// `donate`: the caller gave up student_logits and nothing else references them; the gradient is
+// then written over them.
+LossParts fused_loss(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
+                     const LossConfig& config, bool donate) {
   Inputs in = check_inputs(student_logits, teacher_logits, targets, config);
   const bool differentiate = grad_enabled() && student_logits.tracked();
-  Tensor grad;
+  donate = donate && differentiate && student_logits.is_contiguous();
+  Tensor grad = donate ? student_logits.detach() : Tensor();
   LossValues values;
   if (!student_logits.device().is_cpu()) {
     values = run_fused_device(in, student_logits, config, differentiate, grad);
   } else {
     in.student = contiguous(in.student.detach());
     if (in.want_kd) in.teacher = contiguous(in.teacher);
-    if (differentiate) grad = Tensor::empty(student_logits.shape(), student_logits.dtype());
+    if (differentiate && !donate) grad = Tensor::empty(student_logits.shape(), student_logits.dtype());
     dispatch_floating(in.student.dtype(), [&](auto s) {
       using S = decltype(s);
       if (!in.want_kd) {
@@ -448,16 +455,38 @@ LossParts distill_loss(const Tensor& student_logits, const Tensor& teacher_logit
   }
 
   LossParts parts = assemble(values, in, config, compute_dtype(student_logits.dtype()), student_logits.device());
+  parts.gradient_in_logits = donate;
   if (differentiate)
     parts.total = record("distill_loss", parts.total, {student_logits, teacher_logits, targets},
                          [grad](const Tensor& g) { return std::vector{scale_cotangent(grad, g), Tensor(), Tensor()}; });
   return parts;
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+LossConfig cross_entropy_config() {
   LossConfig config;
   config.kd_ratio = 0;
-  return distill_loss(logits, Tensor(), targets, config).total;
+  return config;
+}
+
+}  // namespace
+
+LossParts distill_loss(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
+                       const LossConfig& config) {
+  return fused_loss(student_logits, teacher_logits, targets, config, false);
+}
+
+LossParts distill_loss(Tensor&& student_logits, const Tensor& teacher_logits, const Tensor& targets,
+                       const LossConfig& config) {
+  const Tensor logits = std::move(student_logits);
+  return fused_loss(logits, teacher_logits, targets, config, logits.sole_owner());
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  return distill_loss(logits, Tensor(), targets, cross_entropy_config()).total;
+}
+
+Tensor cross_entropy(Tensor&& logits, const Tensor& targets) {
+  return distill_loss(std::move(logits), Tensor(), targets, cross_entropy_config()).total;
 }
 
 // ---- composed ----
@@ -507,9 +536,7 @@ LossParts distill_loss_composed(const Tensor& student_logits, const Tensor& teac
 }
 
 Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets) {
-  LossConfig config;
-  config.kd_ratio = 0;
-  return distill_loss_composed(logits, Tensor(), targets, config).total;
+  return distill_loss_composed(logits, Tensor(), targets, cross_entropy_config()).total;
 }
 
 }  // namespace cotan::train

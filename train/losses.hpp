@@ -48,6 +48,14 @@
 //                          Student logits on a CUDA device run the same math in the kernels of
 //                          cuda/kernels/kd_loss.cuh (a block per row, one read of both rows for
 //                          the log-sum-exps); the loss parts are then scalars on that device.
+//                          Donated logits: passed as an rvalue (std::move(logits), or a
+//                          temporary) and referenced by nothing else (Tensor::sole_owner: no
+//                          copy, view or saved value of a pullback), contiguous and tracked, the
+//                          student logits are consumed: the gradient is written over them (each
+//                          row is read before it is overwritten) and the loss allocates no N x V
+//                          buffer at all. LossParts::gradient_in_logits says whether it happened;
+//                          otherwise the call is the const& one. The trainer donates the model's
+//                          logits, whose producer (the LM head's matmul) does not keep them.
 //   distill_loss_composed  the same losses from primitive ops (log_softmax, exp, sum, gather...),
 //                          differentiated by the engine: the oracle the fused kernel is tested
 //                          against, and the fallback on devices without a fused kernel.
@@ -92,11 +100,15 @@ struct LossParts {
   Tensor ce;
   Tensor teacher_entropy;
   int64_t tokens = 0;  // counted (not ignored) tokens
+  bool gradient_in_logits = false;  // the gradient was written over donated student logits
 };
 
 // Fused (CPU): see above. Errors name both shapes, e.g.
 // "[loss] teacher logits [2, 4, 257] do not match the student logits [2, 5, 257]".
 LossParts distill_loss(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
+                       const LossConfig& config = {});
+// The same, donating the student logits (see above): `student_logits` is left empty.
+LossParts distill_loss(Tensor&& student_logits, const Tensor& teacher_logits, const Tensor& targets,
                        const LossConfig& config = {});
 // Composed from primitive ops: the oracle; any device.
 LossParts distill_loss_composed(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
@@ -104,6 +116,7 @@ LossParts distill_loss_composed(const Tensor& student_logits, const Tensor& teac
 
 // Mean next-token cross-entropy over non-ignored tokens (the fused kernel with kd_ratio = 0).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+Tensor cross_entropy(Tensor&& logits, const Tensor& targets);  // donating the logits
 Tensor cross_entropy_composed(const Tensor& logits, const Tensor& targets);
 
 }  // namespace cotan::train

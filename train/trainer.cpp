@@ -11,9 +11,14 @@
 #include <unistd.h>
 
 #include "autograd/autograd.hpp"
+#include "cotan_config.h"
 #include "nn/safetensors.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
+
+#ifdef COTAN_HAVE_CUDA
+#include "cuda/kernels/matmul.hpp"
+#endif
 
 namespace cotan::train {
 
@@ -176,6 +181,7 @@ Json train_settings(const TrainConfig& c, bool distill) {
   j["kd_ratio"] = c.loss.kd_ratio;
   j["device"] = to_string(c.device);
   j["dtype"] = std::string(dtype_name(c.compute_dtype));
+  if (c.tf32) j["tf32"] = true;  // only when set: the settings of earlier runs stay valid
   return j;
 }
 
@@ -208,6 +214,30 @@ TrainResult read_metrics(const std::string& run_dir) {
 }
 
 namespace {
+
+// TF32 for the f32 matmuls of one run, switched back when the run ends (the setting is
+// process-wide).
+class Tf32Scope {
+ public:
+  explicit Tf32Scope(bool enabled) {
+#ifdef COTAN_HAVE_CUDA
+    previous_ = cuda::tf32_enabled();
+    if (enabled) cuda::set_tf32(true);
+#else
+    (void)enabled;
+#endif
+  }
+  ~Tf32Scope() {
+#ifdef COTAN_HAVE_CUDA
+    cuda::set_tf32(previous_);
+#endif
+  }
+  Tf32Scope(const Tf32Scope&) = delete;
+  Tf32Scope& operator=(const Tf32Scope&) = delete;
+
+ private:
+  bool previous_ = false;
+};
 
 void collect_differences(const Json& saved, const Json& now, const std::string& path, const std::string& where,
                          std::vector<std::string>& out) {
@@ -288,9 +318,9 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
         next = nn::cast(st2, master);
       }
       if (distill) {
-        parts = distill_loss(logits, tl, batch.targets, config.loss);
+        parts = distill_loss(std::move(logits), tl, batch.targets, config.loss);  // the gradient goes over them
       } else {
-        parts.total = cross_entropy(logits, batch.targets);
+        parts.total = cross_entropy(std::move(logits), batch.targets);
         parts.ce = parts.total.detach();
       }
       return parts.total;
@@ -327,6 +357,9 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   if (distill && teacher.model->config().vocab_size != student.config().vocab_size && !config.loss.slice_teacher_vocab)
     fail("distill", "teacher vocabulary ", teacher.model->config().vocab_size, " differs from the student's ",
          student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
+  if (config.tf32 && !device.is_cuda())
+    fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(device));
+  const Tf32Scope tf32(config.tf32);
 
   ScheduleConfig schedule = config.schedule;
   schedule.total_steps = config.steps;

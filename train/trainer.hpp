@@ -55,6 +55,9 @@ struct TrainConfig {
   // optimizer state keep theirs; with bf16 each step casts the weights down and the gradients
   // come back in the master dtype through the casts. A teacher must already be in this dtype.
   DType compute_dtype = DType::f32;
+  // f32 matmuls round their operands to TF32 on tensor cores (cuBLAS; CUDA devices only): for the
+  // length of fit(). The emulator's matmul stays exact f32.
+  bool tf32 = false;
 };
 
 struct Teacher {

@@ -34,7 +34,8 @@ void dispatch_floating(DType dtype, F&& f) {
 namespace launch {
 
 kd_loss::KdLossResult kd_loss_forward_backward(const Tensor& student, const Tensor& teacher, const Tensor& targets,
-                                               const train::LossConfig& config, bool want_grad) {
+                                               const train::LossConfig& config, bool want_grad,
+                                               const Tensor& grad_into) {
   KdLossArgs args;
   args.want_kd = config.kd_ratio > 0;
   args.want_ce = config.kd_ratio < 1;
@@ -65,7 +66,16 @@ kd_loss::KdLossResult kd_loss_forward_backward(const Tensor& student, const Tens
   args.separate_ce = args.want_kd && args.want_ce && config.temperature != 1.0;
 
   kd_loss::KdLossResult result;
-  if (want_grad) result.grad = empty_tensor(student.shape(), student.dtype());
+  if (want_grad && grad_into.defined()) {
+    check_on_target(kOp, grad_into);
+    check(grad_into.is_contiguous() && grad_into.shape() == student.shape() && grad_into.dtype() == student.dtype(),
+          kOp, "the gradient buffer ", grad_into.dtype(), " ", to_string(grad_into.shape()),
+          " is not a contiguous tensor of the student logits' shape and dtype ", student.dtype(), " ",
+          to_string(student.shape()));
+    result.grad = grad_into;
+  } else if (want_grad) {
+    result.grad = empty_tensor(student.shape(), student.dtype());
+  }
   if (args.rows == 0 || args.vocab == 0) return result;  // no token: every part 0, an empty gradient
 
   const Tensor s = contiguous_on_target(student, student.dtype());

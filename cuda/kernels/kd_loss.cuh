@@ -153,13 +153,15 @@ SIMT_GLOBAL void kd_loss_rows_kernel(KdLossArgs args, const S* student, const U*
       if (args.want_kd) part[1].add(convert_to<C>(load(u + v)) * inv_tau);
       if (args.separate_ce) part[2].add(x);
     }
+    // The target's logit is read before the group's barrier in block_softmax: the gradient may be
+    // written over the logits (grad == student), and its column belongs to another thread.
+    const bool target_valid = target >= 0 && target < n;
+    const C target_logit = args.want_ce && target_valid ? load(s + target) : C(0);
     const Triple<RowSoftmax<C>> rows = block_softmax(part);
     const RowSoftmax<C> sq = rows.x, sp = rows.y, s1 = args.separate_ce ? rows.z : rows.x;
 
-    const bool target_valid = target >= 0 && target < n;
     double ce = 0;
-    if (args.want_ce)
-      ce = target_valid ? -double((load(s + target) * ce_scale - s1.m) - s1.log_sum) : double(NAN);
+    if (args.want_ce) ce = target_valid ? -double((target_logit * ce_scale - s1.m) - s1.log_sum) : double(NAN);
     // The CE gradient at column v (weight_ce softmax(s)_v - weight_ce [v = target]), added to `kd`.
     auto store = [&](int64_t v, C kd) {
       C value = kd;

@@ -32,16 +32,21 @@ struct KdLossResult {
 //             (then kd_ratio must be 1)
 //   want_grad whether to write the gradient (one [N, V] buffer, scaled by kd_ratio / count and
 //             (1 - kd_ratio) / count, rows of ignored tokens 0)
+//   grad_into where to write it (contiguous, the student's shape and dtype, on the target), or
+//             undefined for a new buffer. It may be the student logits themselves: each row is
+//             read before any of its columns is overwritten, so no [N, V] buffer is allocated.
 // Non-contiguous logits are copied to a contiguous layout first. Returns after the loss values
 // have been copied to the host (the gradient is ordered on the current stream).
 namespace cotan::emu::launch {
 kd_loss::KdLossResult kd_loss_forward_backward(const Tensor& student, const Tensor& teacher, const Tensor& targets,
-                                               const train::LossConfig& config, bool want_grad);
+                                               const train::LossConfig& config, bool want_grad,
+                                               const Tensor& grad_into = Tensor());
 }  // namespace cotan::emu::launch
 
 #ifdef COTAN_HAVE_CUDA
 namespace cotan::cuda::launch {
 kd_loss::KdLossResult kd_loss_forward_backward(const Tensor& student, const Tensor& teacher, const Tensor& targets,
-                                               const train::LossConfig& config, bool want_grad);
+                                               const train::LossConfig& config, bool want_grad,
+                                               const Tensor& grad_into = Tensor());
 }  // namespace cotan::cuda::launch
 #endif

@@ -109,6 +109,17 @@ case_mixed_precision() {
   [ -s "$WORK/study/table.md" ] || fail "no table from the bf16 study"
 }
 
+# --tf32 is refused off CUDA devices, before anything is written; on cuda:0 (the emulator, whose
+# matmul stays exact) a run takes it and records it.
+case_tf32() {
+  expect_error "--tf32|CUDA matmuls|cpu" pretrain --tf32 --run-dir "$WORK/cpu"
+  [ ! -e "$WORK/cpu" ] || fail "the run directory was created"
+  expect_error "--tf32|CUDA matmuls" "$COTAN" bench matmul --tf32 --sizes 64 --repeat 1
+  COTAN_CUDA_EMULATOR=1 pretrain --device cuda --tf32 --steps 1 --run-dir "$WORK/tf32" > /dev/null 2> "$STDERR" ||
+    fail "the run with --tf32 on cuda:0 failed: $(cat "$STDERR")"
+  grep -q '"tf32": true' "$WORK/tf32/checkpoint/trainer.json" || fail "the checkpoint does not record tf32"
+}
+
 # Every op of the gradcheck table on cuda:0 against the CPU: output and gradients.
 case_emulated_gradcheck() {
   COTAN_CUDA_EMULATOR=1 "$COTAN" gradcheck --device cuda > "$STDOUT" 2> "$STDERR" ||

@@ -161,3 +161,32 @@ TEST_CASE("kd_loss kernels: no gradient, all rows ignored, no targets") {
   untargeted.targets = Tensor();
   check_batch(untargeted, config_of({KdLoss::jsd, 0.5, 2, 1}), "no targets");
 }
+
+TEST_CASE("kd_loss kernels: the gradient written over the student logits equals a new buffer, bit for bit") {
+  // Each row is read before its columns are overwritten; the target's logit, which every thread
+  // of the row reads for CE, before the row group's first barrier. A read after another thread's
+  // write would change the result under one of the schedules.
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    const Batch b = random_batch(6, 1500, 1500, dtype, dtype, DType::i64, 61);
+    for (const Case& c : kCases) {
+      const LossConfig config = config_of(c);
+      const std::string what = describe(config, b);
+      const auto separate = emu::launch::kd_loss_forward_backward(b.student, b.teacher, b.targets, config, true);
+      for_each_schedule([&] {
+        const Tensor logits = clone(b.student);
+        const auto in_place =
+            emu::launch::kd_loss_forward_backward(logits, b.teacher, b.targets, config, true, logits);
+        CHECK(in_place.grad.data_ptr() == logits.data_ptr());
+        CHECK(in_place.total == separate.total);
+        CHECK(in_place.teacher_entropy == separate.teacher_entropy);
+        expect_same(in_place.grad, separate.grad, cat(what, " gradient over the logits"));
+      });
+    }
+  }
+  const Batch b = random_batch(2, 100, 100, DType::f32, DType::f32, DType::i64, 62);
+  CHECK_THROWS_WITH_AS(emu::launch::kd_loss_forward_backward(b.student, b.teacher, b.targets, LossConfig{}, true,
+                                                             zeros({2, 99})),
+                       "[kd_loss] the gradient buffer f32 [2, 99] is not a contiguous tensor of the student logits' "
+                       "shape and dtype f32 [2, 100]",
+                       Error);
+}

@@ -73,6 +73,8 @@ step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log bash -c '
 for b in matmul attention kd-loss train; do
   step "bench $b --device cuda" "bench_$b.json" "$cotan" bench "$b" --device cuda --json
 done
+step "bench matmul --device cuda --tf32" bench_matmul_tf32.json "$cotan" bench matmul --device cuda --tf32 \
+  --dtypes f32 --json
 
 # ---- the table, last ----
 echo

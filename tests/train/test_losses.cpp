@@ -520,3 +520,101 @@ TEST_CASE("KD loss names") {
   CHECK_THROWS_WITH_AS(set_kd_loss(c, "fkl:0.5"), "[loss] only jsd takes a parameter, got 'fkl:0.5'", Error);
   CHECK_THROWS_WITH_AS(set_kd_loss(c, "nope:0.5"), "[loss] unknown KD loss 'nope' (known: fkl, rkl, jsd)", Error);
 }
+
+// Donated logits: the fused loss on a sole-owned leaf given as an rvalue. Returns the run and
+// whether the gradient came back in the leaf's own memory.
+struct DonatedRun {
+  Run run;
+  bool in_place = false;
+};
+
+DonatedRun run_donated(const Batch& b, const LossConfig& c) {
+  Tensor input = clone(b.student);
+  const void* memory = input.data_ptr();
+  Tensor leaf = track(input);
+  input = Tensor();
+  Tensor wrt = Tensor::empty({});  // carries the leaf's node, not its data
+  wrt.set_node(leaf.node());
+  DonatedRun out;
+  out.run.parts = distill_loss(std::move(leaf), b.teacher, b.targets, c);
+  CHECK_FALSE(leaf.defined());
+  out.run.grad = gradients(out.run.parts.total, ones({}, out.run.parts.total.dtype()), {wrt})[0];
+  out.in_place = out.run.grad.data_ptr() == memory;
+  return out;
+}
+
+TEST_CASE("donated student logits: the gradient is written over them, the same bits as a new buffer") {
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16})
+    for (KdLoss kind : {KdLoss::fkl, KdLoss::rkl, KdLoss::jsd})
+      for (double tau : {1.0, 2.0})
+        for (double kd_ratio : {1.0, 0.6}) {
+          const LossConfig c = config_of(kind, tau, kd_ratio, 0.3);
+          CAPTURE(describe(c));
+          CAPTURE(dtype);
+          const Batch b = random_batch({3, 5}, 1500, 1500, 41, dtype);  // 1500 > one 1024-column block
+          const Run kept = run(distill_loss, b, c);
+          CHECK_FALSE(kept.parts.gradient_in_logits);
+          const DonatedRun donated = run_donated(b, c);
+          CHECK(donated.run.parts.gradient_in_logits);
+          CHECK(donated.in_place);
+          CHECK(donated.run.parts.total.item<double>() == kept.parts.total.item<double>());
+          CHECK(donated.run.parts.teacher_entropy.item<double>() == kept.parts.teacher_entropy.item<double>());
+          CHECK(max_abs_diff(donated.run.grad, kept.grad) == 0);
+        }
+  // Cross-entropy alone donates too.
+  const Batch b = random_batch({4, 6}, 300, 300, 43, DType::f32);
+  Tensor input = clone(b.student);
+  const void* memory = input.data_ptr();
+  auto [value, grads] = value_and_grad(
+      [&](const std::vector<Tensor>& xs) {
+        Tensor logits = xs[0] * 1.0;  // a new value nobody else holds
+        return cross_entropy(std::move(logits), b.targets);
+      },
+      {input});
+  auto [want_value, want] = value_and_grad(
+      [&](const std::vector<Tensor>& xs) { return cross_entropy_composed(xs[0], b.targets); }, {input});
+  CHECK(std::abs(value.item<double>() - want_value.item<double>()) <= 1e-6);
+  CHECK(max_abs_diff(grads[0], want[0]) <= 1e-7);
+  CHECK(input.data_ptr() == memory);
+}
+
+TEST_CASE("logits that anything else references are not donated and stay as they were") {
+  const Batch b = random_batch({6}, 200, 200, 47, DType::f32);
+  const LossConfig c = config_of(KdLoss::fkl, 1.0);
+  const std::vector<float> before = b.student.to_vector<float>();
+  const Run kept = run(distill_loss, b, c);
+  {  // the caller keeps the data (b.student)
+    Tensor leaf = track(b.student);
+    const LossParts parts = distill_loss(std::move(leaf), b.teacher, b.targets, c);
+    CHECK_FALSE(parts.gradient_in_logits);
+    CHECK(b.student.to_vector<float>() == before);
+  }
+  {  // a view of the same data is alive
+    Tensor leaf = track(clone(b.student));
+    const Tensor view = reshape(leaf.detach(), {2, 3, 200});
+    const LossParts parts = distill_loss(std::move(leaf), b.teacher, b.targets, c);
+    CHECK_FALSE(parts.gradient_in_logits);
+    CHECK(view.to_vector<float>() == before);
+  }
+  {  // another handle of the tensor is alive
+    Tensor leaf = track(clone(b.student));
+    const Tensor copy = leaf;
+    const LossParts parts = distill_loss(std::move(leaf), b.teacher, b.targets, c);
+    CHECK_FALSE(parts.gradient_in_logits);
+    CHECK(copy.to_vector<float>() == before);
+    CHECK(max_abs_diff(gradients(parts.total, ones({}), {copy})[0], kept.grad) == 0);
+  }
+  {  // not tracked: no gradient to write
+    Tensor sole = clone(b.student);
+    const LossParts parts = distill_loss(std::move(sole), b.teacher, b.targets, c);
+    CHECK_FALSE(parts.gradient_in_logits);
+    CHECK(parts.total.item<double>() == kept.parts.total.item<double>());
+  }
+  {  // not contiguous: copied first, so the donated memory is not the gradient's layout
+    Tensor wide = concat({b.student, b.student}, 1);  // [6, 400]
+    Tensor leaf = track(slice(wide, 1, 0, 200));
+    wide = Tensor();
+    const LossParts parts = distill_loss(std::move(leaf), b.teacher, b.targets, c);
+    CHECK_FALSE(parts.gradient_in_logits);
+  }
+}

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tensor/ops.hpp"
 #include "train/trainer.hpp"
 
 using namespace cotan;
@@ -162,4 +163,40 @@ TEST_CASE("bad input: unwritable run directory, teacher vocabulary, seq_len long
   longer.seq_len = 100000;
   CHECK_THROWS_WITH_AS(fit(student, ps, st, pair.view(), data, longer, false),
                        doctest::Contains("seq_len 100000 needs at least 100001 tokens"), Error);
+}
+
+TEST_CASE("the model's logits are donated to the loss: the gradient is written over them, same parameter gradients") {
+  for (bool tied : {false, true})
+    for (nn::AttentionKind kind : {nn::AttentionKind::softmax, nn::AttentionKind::affine}) {
+      CAPTURE(tied);
+      nn::ModelConfig mc = micro(kind);
+      mc.tie_word_embeddings = tied;
+      nn::CausalLM model(mc);
+      Generator gen(11);
+      auto [ps, st] = model.init(gen);
+      const Tensor ids = randint({2, 9}, 0, kByteVocab, gen), targets = randint({2, 9}, 0, kByteVocab, gen);
+      const Tensor teacher = randn({2, 9, kByteVocab}, gen);
+      auto step = [&](bool donate) {
+        bool in_place = false;
+        auto [value, grads] = nn::value_and_grad(
+            [&](const nn::Params& p) {
+              Tensor logits = model.apply(ids, p, st).first;
+              LossParts parts = donate ? distill_loss(std::move(logits), teacher, targets)
+                                       : distill_loss(logits, teacher, targets);
+              in_place = parts.gradient_in_logits;
+              return parts.total;
+            },
+            ps);
+        return std::tuple{value.item<double>(), grads, in_place};
+      };
+      const auto [kept_value, kept_grads, kept_in_place] = step(false);
+      const auto [value, grads, in_place] = step(true);
+      CHECK_FALSE(kept_in_place);
+      CHECK(in_place);
+      CHECK(value == kept_value);
+      for (const auto& [name, g] : kept_grads) {
+        CAPTURE(name);
+        CHECK(max(abs(grads.at(name) - g)).item<double>() == 0);
+      }
+    }
 }

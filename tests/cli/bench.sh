@@ -1,0 +1,29 @@
+# The benches' own claims, read from their JSON (no time is asserted): run as
+#   sh tests/cli/bench.sh COTAN CASE
+. "$(dirname "$0")/common.sh"
+
+# bench kd-loss at 512 x 8192 (16 MiB per [N, V] tensor): the donated fused loss adds almost no
+# memory (at most 1/8 of the composed loss's extra), the kept one exactly a new gradient, and all
+# three agree.
+case_kd_loss_memory() {
+  "$COTAN" bench kd-loss --tokens 512 --vocab 8192 --repeat 1 --json > "$STDOUT" 2> "$STDERR" ||
+    fail "bench kd-loss failed: $(cat "$STDERR")"
+  python3 - "$STDOUT" <<'PY' || fail "$(cat "$STDOUT")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+if r["fused"]["peak_mib"] is None:
+    sys.exit(0)  # no /proc/self/clear_refs: memory cannot be measured here
+checks = {
+    "memory_ratio >= 8": r["memory_ratio"] >= 8,
+    "fused adds under 1/8 of a [N, V] tensor": r["fused"]["peak_mib"] < r["logits_mib"] / 8,
+    "fused-kept adds one gradient": r["fused-kept"]["peak_mib"] >= r["logits_mib"],
+    "composed adds more than the gradient": r["composed"]["peak_mib"] > 2 * r["logits_mib"],
+    "gradients agree": r["max_grad_diff"] < 1e-6,
+}
+failed = [name for name, ok in checks.items() if not ok]
+print("failed: " + ", ".join(failed) if failed else "ok")
+sys.exit(1 if failed else 0)
+PY
+}
+
+run_case
