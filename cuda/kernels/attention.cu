@@ -1,13 +1,21 @@
-// The fused attention launchers (kernels in attention.cuh, contract in attention.hpp). Forward:
-// one launch on the current stream. Backward: the dq kernel (which also writes D_i, dalpha and
-// the sink's per-row terms), then the dkdv kernel that reads D_i, then the dsigma sum (sink).
+// The fused attention launchers (kernels in attention.cuh and attention_mma.cuh, contract in
+// attention.hpp). Forward: one launch on the current stream. Backward: the dq kernel (which also
+// writes D_i, dalpha and the sink's per-row terms), then the dkdv kernel that reads D_i, then the
+// dsigma sum (sink). bf16 with head dim 64 or 128 runs the tensor-core kernels (on the GPU when
+// the device is sm_80 or newer), everything else the SIMT ones.
 #include "cuda/kernels/attention.hpp"
 
+#include <atomic>
 #include <cmath>
 #include <type_traits>
 
 #include "cuda/kernels/attention.cuh"
+#include "cuda/kernels/attention_mma.cuh"
 #include "cuda/kernels/launch.hpp"
+
+#if !COTAN_SIMT_EMULATED
+#include "cuda/runtime.hpp"
+#endif
 
 namespace cotan::COTAN_KERNELS {
 namespace {
@@ -88,9 +96,39 @@ simt::Dim3 tile_grid(int64_t rows, int64_t heads, int64_t batch) {
 
 const simt::Dim3 kBlock{kAttnThreads, 1, 1};
 
+std::atomic<bool> tensor_cores_enabled{true};
+
+// Whether the core runs the tensor-core kernels: bf16, head dim 64 or 128, not switched off, and
+// on the GPU a device of compute capability 8.0 or newer (mma.sync and ldmatrix).
+bool use_tensor_cores(const Prepared& p) {
+  if (!tensor_cores_enabled.load() || p.core.q.dtype() != DType::bf16 || !mma_head_dim(int(p.core.q.size(3))))
+    return false;
+#if COTAN_SIMT_EMULATED
+  return true;
+#else
+  int major = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, target_device().index));
+  return major >= 8;
+#endif
+}
+
+simt::Dim3 mma_grid(int64_t rows, int64_t heads, int64_t batch) {
+  return simt::Dim3{unsigned((rows + kMmaAttnRows - 1) / kMmaAttnRows), unsigned(heads), unsigned(batch)};
+}
+
+const simt::Dim3 kMmaBlock{kMmaAttnThreads, 1, 1};
+
+// The tensor-core kernel for head dim d (64 or 128).
+template <class K64, class K128>
+auto by_head_dim(int d, K64 k64, K128 k128) {
+  return d == 64 ? k64 : k128;
+}
+
 }  // namespace
 
 namespace launch {
+
+void set_attention_tensor_cores(bool enabled) { tensor_cores_enabled.store(enabled); }
 
 attention_kernels::Forward attention_forward(const nn::AttentionCore& core) {
   const Prepared p = prepare(core);
@@ -101,6 +139,13 @@ attention_kernels::Forward attention_forward(const nn::AttentionCore& core) {
   out.o = p.kind == AttentionKind::affine ? empty_tensor(q.shape(), q.dtype()) : out.s;
   out.lse = empty_tensor({b, h, t}, DType::f32);
   if (q.numel() == 0) return out;
+  if (use_tensor_cores(p)) {
+    const AttentionArgs<bf16> a = args_of<bf16>(p);
+    simt::launch(by_head_dim(a.d, attention_fwd_mma_kernel<64>, attention_fwd_mma_kernel<128>), mma_grid(t, h, b),
+                 kMmaBlock, 0, a, static_cast<bf16*>(out.s.data_ptr()), static_cast<bf16*>(out.o.data_ptr()),
+                 static_cast<float*>(out.lse.data_ptr()));
+    return out;
+  }
   dispatch_attention(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     simt::launch(attention_fwd_kernel<T>, tile_grid(t, h, b), kBlock, 0, args_of<T>(p),
@@ -137,6 +182,7 @@ attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const
   Tensor delta = empty_tensor({b, h, t}, DType::f32);
   Tensor sigma_terms = p.kind == AttentionKind::sink ? empty_tensor({b, h, t}, DType::f32) : Tensor();
 
+  const bool tensor_cores = use_tensor_cores(p);
   dispatch_attention(q.dtype(), [&](auto tag) {
     using T = decltype(tag);
     const AttentionArgs<T> a = args_of<T>(p);
@@ -145,12 +191,26 @@ attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const
     float* delta_ptr = static_cast<float*>(delta.data_ptr());
     float* terms_ptr = sigma_terms.defined() ? static_cast<float*>(sigma_terms.data_ptr()) : nullptr;
     T* dalpha_ptr = grads.dalpha.defined() ? static_cast<T*>(grads.dalpha.data_ptr()) : nullptr;
-    simt::launch(attention_bwd_dq_kernel<T>, tile_grid(t, h, b), kBlock, 0, a, g_ptr,
-                 static_cast<const T*>(s.data_ptr()), lse_ptr, static_cast<T*>(grads.dq.data_ptr()), delta_ptr,
-                 dalpha_ptr, terms_ptr);
-    simt::launch(attention_bwd_dkdv_kernel<T>, tile_grid(t, hkv, b), kBlock, 0, a, g_ptr, lse_ptr,
-                 static_cast<const float*>(delta_ptr), static_cast<T*>(grads.dk.data_ptr()),
-                 static_cast<T*>(grads.dv.data_ptr()));
+    bool done = false;  // by the tensor-core kernels
+    if constexpr (std::is_same_v<T, bf16>) {
+      if (tensor_cores) {
+        simt::launch(by_head_dim(a.d, attention_bwd_dq_mma_kernel<64>, attention_bwd_dq_mma_kernel<128>),
+                     mma_grid(t, h, b), kMmaBlock, 0, a, g_ptr, static_cast<const T*>(s.data_ptr()), lse_ptr,
+                     static_cast<T*>(grads.dq.data_ptr()), delta_ptr, dalpha_ptr, terms_ptr);
+        simt::launch(by_head_dim(a.d, attention_bwd_dkdv_mma_kernel<64>, attention_bwd_dkdv_mma_kernel<128>),
+                     mma_grid(t, hkv, b), kMmaBlock, 0, a, g_ptr, lse_ptr, static_cast<const float*>(delta_ptr),
+                     static_cast<T*>(grads.dk.data_ptr()), static_cast<T*>(grads.dv.data_ptr()));
+        done = true;
+      }
+    }
+    if (!done) {
+      simt::launch(attention_bwd_dq_kernel<T>, tile_grid(t, h, b), kBlock, 0, a, g_ptr,
+                   static_cast<const T*>(s.data_ptr()), lse_ptr, static_cast<T*>(grads.dq.data_ptr()), delta_ptr,
+                   dalpha_ptr, terms_ptr);
+      simt::launch(attention_bwd_dkdv_kernel<T>, tile_grid(t, hkv, b), kBlock, 0, a, g_ptr, lse_ptr,
+                   static_cast<const float*>(delta_ptr), static_cast<T*>(grads.dk.data_ptr()),
+                   static_cast<T*>(grads.dv.data_ptr()));
+    }
     if (p.kind == AttentionKind::sink)
       simt::launch(attention_bwd_dsigma_kernel<T>, simt::Dim3{1, 1, 1}, kBlock, 0, int(b), int(h), int(t),
                    static_cast<const float*>(terms_ptr), static_cast<T*>(grads.dsigma.data_ptr()));

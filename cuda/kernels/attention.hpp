@@ -35,6 +35,9 @@ namespace cotan::emu::launch {
 attention_kernels::Forward attention_forward(const nn::AttentionCore& core);
 attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const attention_kernels::Forward& saved,
                                             const Tensor& d_out);
+// Whether bf16 cores of head dim 64 or 128 run the tensor-core kernels (on the GPU only on sm_80
+// and newer); on by default, off runs the SIMT kernels for every core (tests compare the two).
+void set_attention_tensor_cores(bool enabled);
 }  // namespace cotan::emu::launch
 
 #ifdef COTAN_HAVE_CUDA
@@ -42,5 +45,8 @@ namespace cotan::cuda::launch {
 attention_kernels::Forward attention_forward(const nn::AttentionCore& core);
 attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const attention_kernels::Forward& saved,
                                             const Tensor& d_out);
+// Whether bf16 cores of head dim 64 or 128 run the tensor-core kernels (on the GPU only on sm_80
+// and newer); on by default, off runs the SIMT kernels for every core (tests compare the two).
+void set_attention_tensor_cores(bool enabled);
 }  // namespace cotan::cuda::launch
 #endif
