@@ -64,6 +64,12 @@ class Block {
   unsigned size = 0;  // threads
   std::vector<ThreadState> threads;
   std::vector<unsigned> runnable;  // released since the current round began
+  // Warp skew: threads released but held back from the next rounds, each with the rounds left.
+  struct Held {
+    unsigned linear, rounds;
+  };
+  std::vector<Held> held;
+  uint64_t random = 0;  // the schedule's random state (EmulatorOptions::seed and the block index)
   // Per warp, the collectives some lanes wait at (disjoint lane sets, usually one).
   std::vector<std::vector<PendingCollective>> pending;
   bool aborting = false;
@@ -89,6 +95,11 @@ class Block {
     threads[linear].wait = Wait::running;
     runnable.push_back(linear);
   }
+  // Releases `lanes` of warp `warp` after a collective or a barrier: into the next round or,
+  // with EmulatorOptions::shuffle, for half of the releases 1 to 3 rounds later, so that warps
+  // drift apart as on hardware instead of advancing one collective per round in lockstep (a
+  // warp that runs ahead into the next tile exposes a missing barrier before it).
+  void release_lanes(unsigned warp, unsigned lanes);
   // From a kernel thread: back to the scheduler until resumed; throws AbortThread when the
   // block is being abandoned.
   void yield(ThreadState& t);

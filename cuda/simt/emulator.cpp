@@ -167,6 +167,16 @@ void shuffle(std::vector<T>& v, uint64_t& state) {
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[next_random(state) % i]);
 }
 
+// One round has passed: held threads whose count runs out become runnable.
+void count_down_held(Block& b) {
+  size_t kept = 0;
+  for (Block::Held& h : b.held) {
+    if (--h.rounds == 0) b.make_runnable(h.linear);
+    else b.held[kept++] = h;
+  }
+  b.held.resize(kept);
+}
+
 Dim3 unflatten(uint64_t i, Dim3 d) {
   return Dim3{unsigned(i % d.x), unsigned(i / d.x % d.y), unsigned(i / (uint64_t(d.x) * d.y))};
 }
@@ -230,7 +240,7 @@ bool release_barrier(Block& b) {
                    " threads wait at sync_threads, ", exited, " exited"))));
     return false;
   }
-  for (unsigned i = 0; i < b.size; ++i) b.make_runnable(i);
+  for (unsigned warp = 0; warp * 32 < b.size; ++warp) b.release_lanes(warp, b.present_lanes(warp));
   return true;
 }
 
@@ -264,11 +274,12 @@ void run_block(Worker& w, const Launch& launch, const EmulatorOptions& options,
   poison(b.dynamic_base, w.dynamic_shared.capacity());
   unpoison(b.dynamic_base, b.dynamic_bytes);
   if (options.poison_shared) std::memset(b.dynamic_base, 0xff, b.dynamic_bytes);
-  uint64_t random = options.seed ^ (block_linear * 0xd1b54a32d192ed03ull);
-  next_random(random);
+  b.random = options.seed ^ (block_linear * 0xd1b54a32d192ed03ull);
+  next_random(b.random);
 
   b.threads.resize(b.size);
   b.runnable.clear();
+  b.held.clear();
   b.pending.resize((b.size + 31) / 32);
   for (auto& warp : b.pending) warp.clear();
   for (unsigned i = 0; i < b.size; ++i) {
@@ -312,13 +323,15 @@ void run_block(Worker& w, const Launch& launch, const EmulatorOptions& options,
   // reaches a barrier or collective or exits. A completed warp collective releases its lanes
   // into the next round; when nothing is runnable the barrier releases everyone.
   while (!b.error) {
+    count_down_held(b);
     if (b.runnable.empty()) {
+      if (!b.held.empty()) continue;  // only held threads: their rounds pass
       if (!release_barrier(b)) break;
       continue;
     }
     w.batch.swap(b.runnable);
     b.runnable.clear();
-    if (options.shuffle) shuffle(w.batch, random);
+    if (options.shuffle) shuffle(w.batch, b.random);
     for (unsigned i : w.batch) {
       resume(b.threads[i]);
       if (b.error) break;
@@ -341,6 +354,23 @@ std::string hex(unsigned mask) {
 }
 
 std::string Block::where() const { return "block " + str(block_idx); }
+
+void Block::release_lanes(unsigned warp, unsigned lanes) {
+  unsigned rounds = 0;
+  if (options->shuffle) {
+    const uint64_t r = next_random(random);
+    if (r & 1) rounds = 1 + unsigned((r >> 1) % 3);
+  }
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    if (!(lanes >> lane & 1)) continue;
+    if (rounds == 0) {
+      make_runnable(warp * 32 + lane);
+    } else {
+      threads[warp * 32 + lane].wait = Wait::running;
+      held.push_back({warp * 32 + lane, rounds});
+    }
+  }
+}
 
 unsigned Block::present_lanes(unsigned warp) const {
   const unsigned lanes = std::min(32u, size - warp * 32);

@@ -7,6 +7,9 @@
 //    point or exits, in an order drawn from EmulatorOptions::seed mixed with the block index.
 //    Code that reads another thread's shared memory without a barrier therefore sees the value
 //    from before (or the poison pattern) for some orders, and results change with the seed.
+//    Warps drift apart: when a collective or a barrier releases a warp, half of the time it
+//    sits out 1 to 3 rounds, so a warp may run several collectives ahead of another (into the
+//    next tile of a loop whose top barrier is missing) instead of all advancing in lockstep.
 //  - sync_threads releases when every thread of the block waits there. Threads waiting while
 //    others exited is an error ("barrier divergence").
 //  - A warp collective completes when every lane named in its mask that exists (a partial last

@@ -198,15 +198,17 @@ void warp_collective(WarpOp op, unsigned mask, LaneIO& io) {
   t.mask = mask;
   t.io = &io;
   // Join the lanes waiting at the same collective with the same mask. Lanes waiting at another
-  // collective must neither be named by this lane's mask nor name this lane in theirs.
+  // collective that names this lane, while this lane's mask names them, wait for each other
+  // forever: a mismatch. (Only one side naming the other is a lane that has not arrived yet:
+  // half a warp may finish its own collective and then join the other half at a full-warp one.)
   const unsigned group = mask & present;
   std::vector<PendingCollective>& pending = b.pending[warp];
   PendingCollective* mine = nullptr;
   for (PendingCollective& p : pending) {
     if (p.op == op && p.mask == mask && p.width == io.width) {
       mine = &p;
-    } else if ((p.arrived & group) != 0 || (p.mask >> lane & 1) != 0) {
-      const unsigned j = unsigned(std::countr_zero(p.arrived));
+    } else if ((p.arrived & group) != 0 && (p.mask >> lane & 1) != 0) {
+      const unsigned j = unsigned(std::countr_zero(p.arrived & group));
       b.fail_thread(cotan::cat("warp collective mismatch: ", here(), " with mask ", hex(mask),
                                (is_shuffle(op) ? cotan::cat(" width ", io.width) : ""),
                                ", while lane ", j, " waits at ", op_name(p.op), " with mask ",
@@ -220,8 +222,7 @@ void warp_collective(WarpOp op, unsigned mask, LaneIO& io) {
     *mine = pending.back();
     pending.pop_back();
     complete(b, op, warp, group);
-    for (unsigned j = 0; j < 32; ++j)
-      if (group >> j & 1) b.make_runnable(warp * 32 + j);
+    b.release_lanes(warp, group);
   }
   b.yield(t);
 }

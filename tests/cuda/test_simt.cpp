@@ -122,6 +122,27 @@ SIMT_GLOBAL void neighbour(const float* x, float* y) {
   y[t] = s[(t + 1) % 64];
 }
 
+// Two warps stream 4 tiles through one shared buffer, each lane reading 8 values of the other
+// warp's half, every read followed by a warp shuffle. Without the barrier at the top of the loop
+// a warp that runs ahead overwrites the tile the other warp is still reading; if warps advanced
+// one collective per round in lockstep, every read would come before the other warp's writes.
+template <bool kTopBarrier>
+SIMT_GLOBAL void streamed_tiles(const float* x, float* y) {
+  SIMT_SHARED(float, tile, [64]);
+  const unsigned t = simt::thread_idx().x;
+  float acc = 0;
+  for (unsigned step = 0; step < 4; ++step) {
+    if (kTopBarrier) simt::sync_threads();
+    tile[t] = x[step * 64 + t];
+    simt::sync_threads();
+    for (unsigned k = 0; k < 8; ++k) {
+      acc += tile[(t + 32 + k) % 64];
+      acc = simt::shfl_xor(0xffffffffu, acc, 0);
+    }
+  }
+  y[t] = acc;
+}
+
 SIMT_GLOBAL void divergent_barrier() {
   if (simt::block_idx().x == 1 && simt::thread_idx().x < 10) return;
   simt::sync_threads();
@@ -439,6 +460,24 @@ TEST_CASE("a missing barrier is caught by some seed; with the barrier every seed
     for (unsigned i = 0; i < 64; ++i) caught |= !(bad[i] == expected[i]);  // NaN poison counts
   }
   CHECK_MESSAGE(caught, "the kernel without sync_threads gave the right result for every seed");
+}
+
+TEST_CASE("warps drift apart: a missing barrier at the top of a loop is caught by some seed") {
+  std::vector<float> x(256), expected(64, 0.0f);
+  for (unsigned i = 0; i < 256; ++i) x[i] = float(i % 17) + 0.25f * float(i / 17);
+  for (unsigned t = 0; t < 64; ++t)
+    for (unsigned step = 0; step < 4; ++step)
+      for (unsigned k = 0; k < 8; ++k) expected[t] += x[step * 64 + (t + 32 + k) % 64];
+  bool caught = false;
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    simt::ScopedEmulatorOptions options(with_seed(seed));
+    std::vector<float> good(64), bad(64);
+    simt::launch(streamed_tiles<true>, Dim3{1}, Dim3{64}, 0, x.data(), good.data());
+    CHECK(good == expected);  // the same additions in the same order: exact
+    simt::launch(streamed_tiles<false>, Dim3{1}, Dim3{64}, 0, x.data(), bad.data());
+    caught |= bad != expected;
+  }
+  CHECK_MESSAGE(caught, "the loop without its top barrier gave the right result for every seed");
 }
 
 TEST_CASE("shuffles, votes and partial warps against host expectations") {
