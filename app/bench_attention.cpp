@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <iostream>
@@ -31,11 +32,25 @@ using nn::AttentionCore;
 struct Entry {
   std::string kind;
   std::string impl;  // "fused" or "composed"
-  std::function<void()> run;
+  std::function<std::pair<Tensor, std::vector<Tensor>>()> run;  // output and input gradients
   std::vector<double> seconds;
 
   double median_ms() const { return 1e3 * median(seconds); }
 };
+
+// ||a - b|| / ||b|| in f64 on the CPU (0 when both are 0).
+double relative_difference(const Tensor& a, const Tensor& b) {
+  const Tensor x = to(cast(a, DType::f64), Device::cpu()), y = to(cast(b, DType::f64), Device::cpu());
+  const double diff = std::sqrt(sum(square(x - y)).item<double>()), norm = std::sqrt(sum(square(y)).item<double>());
+  return norm > 0 ? diff / norm : diff;
+}
+
+// The largest relative difference of the output and the gradients of two runs (of any dtypes).
+double largest_difference(const std::pair<Tensor, std::vector<Tensor>>& a, const std::pair<Tensor, std::vector<Tensor>>& b) {
+  double worst = relative_difference(a.first, b.first);
+  for (size_t i = 0; i < a.second.size(); ++i) worst = std::max(worst, relative_difference(a.second[i], b.second[i]));
+  return worst;
+}
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -135,12 +150,29 @@ int bench_attention(const Args& args) {
       Tensor (*attention)(const AttentionCore&) = impl == "fused" ? nn::attention_fused : nn::attention_composed;
       auto f = [core, attention](const std::vector<Tensor>& xs) { return attention(with_inputs(core, xs)); };
       const std::vector<Tensor> xs = inputs_of(core);
-      entries.push_back({kind, impl, [f, xs, cotangent] { vjp(f, xs, cotangent); }, {}});
+      entries.push_back({kind, impl, [f, xs, cotangent] { return vjp(f, xs, cotangent); }, {}});
     }
 
-  for (Entry& e : entries) e.run();  // warm up: thread pool, allocator cache, scratch buffers
+  // Warm-up (thread pool, allocator cache, scratch buffers), and the fused results against the
+  // composed ones on the same inputs: a check of the kernels on the device.
+  // The reference is the composed attention in f32 (on the same values when they are bf16).
+  std::map<std::string, double> agreement;  // kind -> largest relative difference
+  for (Entry& e : entries) {
+    const auto result = e.run();
+    if (e.impl != "fused") continue;
+    AttentionCore core = base;
+    if (e.kind == "affine") {
+      core.alpha = alpha;
+      core.alpha_ma = alpha_ma;
+    }
+    if (e.kind == "sink") core.sigma = sigma;
+    for (Tensor* x : {&core.q, &core.k, &core.v, &core.alpha, &core.alpha_ma, &core.sigma})
+      if (x->defined()) *x = cast(*x, DType::f32);
+    auto composed = [core](const std::vector<Tensor>& xs) { return nn::attention_composed(with_inputs(core, xs)); };
+    agreement[e.kind] = largest_difference(result, vjp(composed, inputs_of(core), cast(cotangent, DType::f32)));
+  }
   for (int r = 0; r < repeat; ++r)
-    for (Entry& e : entries) e.seconds.push_back(seconds_on(device, e.run));
+    for (Entry& e : entries) e.seconds.push_back(seconds_on(device, [&e] { e.run(); }));
 
   std::map<std::string, std::map<std::string, double>> ms;  // kind -> impl -> median ms
   for (const Entry& e : entries) ms[e.kind][e.impl] = e.median_ms();
@@ -170,6 +202,12 @@ int bench_attention(const Args& args) {
                 << "\":" << (fused > 0 && composed > 0 ? json_number(composed / fused) : "null");
       first = false;
     }
+    std::cout << "},\"max_relative_difference\":{";
+    first = true;
+    for (const auto& [kind, diff] : agreement) {
+      std::cout << (first ? "" : ",") << "\"" << kind << "\":" << json_number(diff);
+      first = false;
+    }
     std::cout << "}}\n";
     return 0;
   }
@@ -179,7 +217,8 @@ int bench_attention(const Args& args) {
               to_string(device).c_str(), static_cast<long long>(batch), static_cast<long long>(seq),
               static_cast<long long>(heads), static_cast<long long>(kv_heads), static_cast<long long>(dim),
               std::string(dtype_name(dt)).c_str(), causal ? "causal" : "non-causal", num_threads(), repeat);
-  std::printf("%-10s %12s %12s %14s %18s\n", "kind", "fused ms", "composed ms", "fused speedup", "vs softmax fused");
+  std::printf("%-10s %12s %12s %14s %18s %14s\n", "kind", "fused ms", "composed ms", "fused speedup", "vs softmax fused",
+              "fused vs comp");
   auto cell = [](double v, const char* format) {
     char buffer[32];
     if (v > 0)
@@ -190,10 +229,14 @@ int bench_attention(const Args& args) {
   };
   for (const std::string& kind : kinds) {
     const double fused = find(kind, "fused"), composed = find(kind, "composed");
-    std::printf("%-10s %12s %12s %14s %18s\n", kind.c_str(), cell(fused, "%.2f").c_str(),
+    const auto diff = agreement.find(kind);
+    std::printf("%-10s %12s %12s %14s %18s %14s\n", kind.c_str(), cell(fused, "%.2f").c_str(),
                 cell(composed, "%.2f").c_str(), cell(fused > 0 && composed > 0 ? composed / fused : 0, "%.2fx").c_str(),
-                cell(fused > 0 && softmax_fused > 0 ? fused / softmax_fused : 0, "%.3f").c_str());
+                cell(fused > 0 && softmax_fused > 0 ? fused / softmax_fused : 0, "%.3f").c_str(),
+                diff == agreement.end() ? "n/a" : cell(diff->second, "%.1e").c_str());
   }
+  std::printf("fused vs comp: the largest ||fused - composed|| / ||composed|| over the output and the gradients, the\n"
+              "composed attention in f32 on the same values\n");
   return 0;
 }
 

@@ -26,4 +26,24 @@ sys.exit(1 if failed else 0)
 PY
 }
 
+# bench attention's check of the fused kernels against the composed attention in f32: the CPU
+# kernels in f32, and the tensor-core kernels (bf16, d = 64 and 128) on cuda:0 through the emulator.
+case_attention_agreement() {
+  check_agreement() {  # TOLERANCE ARGS...
+    tolerance=$1
+    shift
+    "$@" --json > "$STDOUT" 2> "$STDERR" || { fail "$* failed: $(cat "$STDERR")"; return; }
+    python3 - "$STDOUT" "$tolerance" <<'PY' || fail "$*: $(cat "$STDOUT")"
+import json, sys
+d = json.load(open(sys.argv[1]))["max_relative_difference"]
+sys.exit(0 if sorted(d) == ["affine", "sink", "softmax"] and max(d.values()) < float(sys.argv[2]) else 1)
+PY
+  }
+  check_agreement 1e-5 "$COTAN" bench attention --seq 70 --batch 1 --heads 4 --kv-heads 2 --repeat 1
+  for d in 64 128; do
+    COTAN_CUDA_EMULATOR=1 check_agreement 2e-2 "$COTAN" bench attention --device cuda --dtype bf16 --dim $d \
+      --seq 70 --batch 1 --heads 2 --kv-heads 1 --repeat 1
+  done
+}
+
 run_case

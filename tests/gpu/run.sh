@@ -75,6 +75,15 @@ for b in matmul attention kd-loss train; do
 done
 step "bench matmul --device cuda --tf32" bench_matmul_tf32.json "$cotan" bench matmul --device cuda --tf32 \
   --dtypes f32 --json
+# The tensor-core attention kernels (bf16, d = 64 and 128) against the composed attention on the
+# GPU: output and gradients within 2e-2 relative (bf16).
+for d in 64 128; do
+  step "attention bf16 d=$d: mma vs composed" "attention_bf16_d$d.log" bash -c '
+    set -e
+    "$0" bench attention --device cuda --dtype bf16 --dim "$1" --repeat 3 --json > "$2"
+    python3 -c "import json, sys; r = json.load(open(sys.argv[1])); d = r[\"max_relative_difference\"]; print(d); sys.exit(0 if d and max(d.values()) < 2e-2 else 1)" "$2"' \
+    "$cotan" "$d" "$OUT/bench_attention_bf16_d$d.json"
+done
 
 # ---- the table, last ----
 echo
@@ -82,6 +91,6 @@ echo "GPU: ${gpu:-unknown}"
 printf '| %-34s | %-8s | %s |\n' check result "time, log in $OUT"
 printf '|%s|%s|%s|\n' "------------------------------------" "----------" "----------------------"
 printf '%s\n' "${rows[@]}"
-for b in matmul attention kd-loss train; do
-  [[ -s $OUT/bench_$b.json ]] && { printf '\nbench %s: ' "$b"; head -c 600 "$OUT/bench_$b.json"; echo; }
+for f in "$OUT"/bench_*.json; do
+  [[ -s $f ]] && { printf '\n%s: ' "$(basename "$f")"; head -c 600 "$f"; echo; }
 done
