@@ -46,7 +46,8 @@ double relative_difference(const Tensor& a, const Tensor& b) {
 }
 
 // The largest relative difference of the output and the gradients of two runs (of any dtypes).
-double largest_difference(const std::pair<Tensor, std::vector<Tensor>>& a, const std::pair<Tensor, std::vector<Tensor>>& b) {
+double largest_difference(const std::pair<Tensor, std::vector<Tensor>>& a,
+                          const std::pair<Tensor, std::vector<Tensor>>& b) {
   double worst = relative_difference(a.first, b.first);
   for (size_t i = 0; i < a.second.size(); ++i) worst = std::max(worst, relative_difference(a.second[i], b.second[i]));
   return worst;
@@ -58,24 +59,6 @@ std::vector<std::string> split_list(const std::string& text) {
   for (std::string item; std::getline(in, item, ',');)
     if (!item.empty()) out.push_back(item);
   return out;
-}
-
-// The differentiable inputs of a core, in the order the fused kernel records them.
-std::vector<Tensor> inputs_of(const AttentionCore& c) {
-  std::vector<Tensor> xs{c.q, c.k, c.v};
-  if (c.alpha.defined()) xs.push_back(c.alpha);
-  if (c.sigma.defined()) xs.push_back(c.sigma);
-  return xs;
-}
-
-AttentionCore with_inputs(AttentionCore c, const std::vector<Tensor>& xs) {
-  c.q = xs[0];
-  c.k = xs[1];
-  c.v = xs[2];
-  size_t at = 3;
-  if (c.alpha.defined()) c.alpha = xs[at++];
-  if (c.sigma.defined()) c.sigma = xs[at++];
-  return c;
 }
 
 }  // namespace
@@ -148,8 +131,10 @@ int bench_attention(const Args& args) {
       }
       if (kind == "sink") core.sigma = sigma;
       Tensor (*attention)(const AttentionCore&) = impl == "fused" ? nn::attention_fused : nn::attention_composed;
-      auto f = [core, attention](const std::vector<Tensor>& xs) { return attention(with_inputs(core, xs)); };
-      const std::vector<Tensor> xs = inputs_of(core);
+      auto f = [core, attention](const std::vector<Tensor>& xs) {
+        return attention(nn::with_differentiable_inputs(core, xs));
+      };
+      const std::vector<Tensor> xs = nn::differentiable_inputs(core);
       entries.push_back({kind, impl, [f, xs, cotangent] { return vjp(f, xs, cotangent); }, {}});
     }
 
@@ -168,8 +153,11 @@ int bench_attention(const Args& args) {
     if (e.kind == "sink") core.sigma = sigma;
     for (Tensor* x : {&core.q, &core.k, &core.v, &core.alpha, &core.alpha_ma, &core.sigma})
       if (x->defined()) *x = cast(*x, DType::f32);
-    auto composed = [core](const std::vector<Tensor>& xs) { return nn::attention_composed(with_inputs(core, xs)); };
-    agreement[e.kind] = largest_difference(result, vjp(composed, inputs_of(core), cast(cotangent, DType::f32)));
+    auto composed = [core](const std::vector<Tensor>& xs) {
+      return nn::attention_composed(nn::with_differentiable_inputs(core, xs));
+    };
+    agreement[e.kind] =
+        largest_difference(result, vjp(composed, nn::differentiable_inputs(core), cast(cotangent, DType::f32)));
   }
   for (int r = 0; r < repeat; ++r)
     for (Entry& e : entries) e.seconds.push_back(seconds_on(device, [&e] { e.run(); }));

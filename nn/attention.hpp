@@ -16,6 +16,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tensor/tensor.hpp"
 
@@ -34,6 +35,13 @@ struct AttentionCore {
 
 Tensor attention_composed(const AttentionCore& in);
 Tensor attention_fused(const AttentionCore& in);
+
+// The differentiable inputs of a core, in the order the fused attention records them (and a
+// vjp returns their gradients): q, k, v, then alpha (affine) and sigma (sink). alpha_ma is a
+// buffer, read but not differentiated.
+std::vector<Tensor> differentiable_inputs(const AttentionCore& core);
+// `core` with those inputs replaced by xs, in the same order.
+AttentionCore with_differentiable_inputs(AttentionCore core, const std::vector<Tensor>& xs);
 
 // The statistics of DESIGN.md 1.3 for one layer, from the effective weights A (P for softmax,
 // P without the sink mass for sink, alpha P + beta on visible keys for affine). Averages are over

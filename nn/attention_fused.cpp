@@ -341,11 +341,8 @@ Tensor attention_on_cuda(const AttentionCore& in) {
   if (in.q.dtype() == DType::f64) return attention_composed(in);
   auto core = std::make_shared<const AttentionCore>(detached(in));
   auto saved = std::make_shared<const attention_kernels::Forward>(COTAN_CUDA_LAUNCH(attention_forward(*core)));
-  std::vector<Tensor> tape{in.q, in.k, in.v};
-  if (in.alpha.defined()) tape.push_back(in.alpha);
-  if (in.sigma.defined()) tape.push_back(in.sigma);
   const DType dt = in.q.dtype();
-  return record("attention", saved->o, tape, [core, saved, dt](const Tensor& cotangent) {
+  return record("attention", saved->o, differentiable_inputs(in), [core, saved, dt](const Tensor& cotangent) {
     attention_kernels::Grads g = COTAN_CUDA_LAUNCH(attention_backward(*core, *saved, contiguous(cast(cotangent, dt))));
     std::vector<Tensor> grads{g.dq, g.dk, g.dv};
     if (core->alpha.defined()) grads.push_back(g.dalpha);
@@ -355,6 +352,25 @@ Tensor attention_on_cuda(const AttentionCore& in) {
 }
 
 }  // namespace
+
+std::vector<Tensor> differentiable_inputs(const AttentionCore& core) {
+  std::vector<Tensor> xs{core.q, core.k, core.v};
+  if (core.alpha.defined()) xs.push_back(core.alpha);
+  if (core.sigma.defined()) xs.push_back(core.sigma);
+  return xs;
+}
+
+AttentionCore with_differentiable_inputs(AttentionCore core, const std::vector<Tensor>& xs) {
+  const size_t want = differentiable_inputs(core).size();
+  check(xs.size() == want, "attention", "the core takes ", want, " differentiable inputs, got ", xs.size());
+  core.q = xs[0];
+  core.k = xs[1];
+  core.v = xs[2];
+  size_t at = 3;
+  if (core.alpha.defined()) core.alpha = xs[at++];
+  if (core.sigma.defined()) core.sigma = xs[at++];
+  return core;
+}
 
 Tensor attention_fused(const AttentionCore& in) {
   check_attention_core(in, "attention");
@@ -371,11 +387,7 @@ Tensor attention_fused(const AttentionCore& in) {
     out = cast(out, dt);
   }
 
-  std::vector<Tensor> tape{in.q, in.k, in.v};
-  if (in.alpha.defined()) tape.push_back(in.alpha);
-  if (in.sigma.defined()) tape.push_back(in.sigma);
-  // alpha_ma is a buffer: it is read, not recorded, and gets no gradient.
-  return record("attention", out, tape, [inputs, saved, dt, ct](const Tensor& cotangent) {
+  return record("attention", out, differentiable_inputs(in), [inputs, saved, dt, ct](const Tensor& cotangent) {
     Tensor g = contiguous(cast(cotangent, ct));
     std::vector<Tensor> grads =
         ct == DType::f64 ? backward<double>(*inputs, *saved, g) : backward<float>(*inputs, *saved, g);

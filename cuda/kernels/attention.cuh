@@ -97,6 +97,26 @@ SIMT_DEVICE void online_softmax_step(float* scores, float& running_max, float& r
   running_sum = running_sum * rescale + tile_sum;
 }
 
+// What the dkdv kernels read per query: L_i, D_i, and alpha_i, beta_i (affine; 1 and 0
+// otherwise). Queries past t get neutral values (they see no key).
+struct QueryTerms {
+  float lse = 0, delta = 0, alpha = 1, beta = 0;
+};
+
+template <class T>
+SIMT_DEVICE QueryTerms query_terms(const AttentionArgs<T>& a, int64_t row0, int h, int qi, const float* lse_in,
+                                   const float* delta_in) {
+  QueryTerms q;
+  if (qi >= a.t) return q;
+  q.lse = lse_in[row0 + qi];
+  q.delta = delta_in[row0 + qi];
+  if (a.kind == AttentionKind::affine) {
+    q.alpha = load(a.alpha + row0 + qi);
+    q.beta = (load(a.alpha_ma + h) - q.alpha) / a.affine_count(qi);
+  }
+  return q;
+}
+
 // ---- forward ----
 
 // Grid (query tiles, H, B). Writes s, o (affine only; o == s otherwise) and lse.
@@ -298,20 +318,11 @@ SIMT_GLOBAL void attention_bwd_dkdv_kernel(AttentionArgs<T> a, const T* g_in, co
       load_tile(q_tile, a.q + row0 * d, i0, t, d, a.scale);  // c q
       load_tile(g_tile, g_in + row0 * d, i0, t, d);
       if (tid < kAttnTileCols) {
-        const int qi = i0 + tid;
-        float lse = 0, delta = 0, alpha = 1, beta = 0;
-        if (qi < t) {
-          lse = lse_in[row0 + qi];
-          delta = delta_in[row0 + qi];
-          if (a.kind == AttentionKind::affine) {
-            alpha = load(a.alpha + row0 + qi);
-            beta = (load(a.alpha_ma + h) - alpha) / a.affine_count(qi);
-          }
-        }
-        row_lse[tid] = lse;
-        row_delta[tid] = delta;
-        row_alpha[tid] = alpha;
-        row_beta[tid] = beta;
+        const QueryTerms q = query_terms(a, row0, h, i0 + tid, lse_in, delta_in);
+        row_lse[tid] = q.lse;
+        row_delta[tid] = q.delta;
+        row_alpha[tid] = q.alpha;
+        row_beta[tid] = q.beta;
       }
       simt::sync_threads();
       for (int e = 0; e < kAttnScoresPerThread; ++e) {

@@ -411,20 +411,11 @@ SIMT_GLOBAL void SIMT_LAUNCH_BOUNDS(kMmaAttnThreads)
       stage_rows<N, D>(q_tile, a.q + q0 * D, i0, t);
       stage_rows<N, D>(g_tile, g_in + q0 * D, i0, t);
       if (tid < N) {
-        const int qi = i0 + tid;
-        float lse = 0, delta = 0, alpha = 1, beta = 0;
-        if (qi < t) {
-          lse = lse_in[q0 + qi];
-          delta = delta_in[q0 + qi];
-          if (a.kind == AttentionKind::affine) {
-            alpha = load(a.alpha + q0 + qi);
-            beta = (load(a.alpha_ma + h) - alpha) / a.affine_count(qi);
-          }
-        }
-        col_lse[tid] = lse;
-        col_delta[tid] = delta;
-        col_alpha[tid] = alpha;
-        col_beta[tid] = beta;
+        const QueryTerms q = query_terms(a, q0, h, i0 + tid, lse_in, delta_in);
+        col_lse[tid] = q.lse;
+        col_delta[tid] = q.delta;
+        col_alpha[tid] = q.alpha;
+        col_beta[tid] = q.beta;
       }
       simt::sync_threads();
       Acc weight, ds;  // start as S^T = K Q^T and dP^T = V G^T

@@ -14,27 +14,14 @@
 #include "cuda/kernels/attention.hpp"
 #include "nn/attention.hpp"
 #include "tensor/ops.hpp"
+#include "tests/attention_cases.hpp"
 
 using namespace cotan;
 using namespace cotan::nn;
 using namespace kernel_check;
+using namespace attention_cases;
 
 namespace {
-
-enum class Kind { softmax, sink, affine };
-
-struct Case {
-  Kind kind;
-  bool causal;
-  int64_t batch, heads, kv_heads, t, d;
-  AffineN affine_n = AffineN::visible;
-
-  std::string str() const {
-    const char* k = kind == Kind::softmax ? "softmax" : kind == Kind::sink ? "sink" : "affine";
-    return cat(k, causal ? " causal" : " full", " B=", batch, " H=", heads, " Hkv=", kv_heads, " T=", t, " d=", d,
-               affine_n == AffineN::visible ? " N=visible" : " N=full");
-  }
-};
 
 // One line per configuration.
 const Case kCases[] = {
@@ -50,55 +37,6 @@ const Case kCases[] = {
     {Kind::sink, true, 1, 4, 1, 16, 40},     {Kind::affine, false, 1, 2, 1, 5, 13},
 };
 
-AttentionCore make_core(const Case& c, uint64_t seed) {
-  Generator gen(seed);
-  AttentionCore core;
-  core.causal = c.causal;
-  core.affine_n = c.affine_n;
-  auto draw = [&](const Shape& shape) { return cast(randn(shape, gen, DType::f64), DType::f32); };
-  core.q = draw({c.batch, c.heads, c.t, c.d});
-  core.k = draw({c.batch, c.kv_heads, c.t, c.d});
-  core.v = draw({c.batch, c.kv_heads, c.t, c.d});
-  if (c.kind == Kind::affine) {
-    core.alpha = cast(sigmoid(randn({c.batch, c.heads, c.t}, gen, DType::f64)), DType::f32);
-    core.alpha_ma = cast(rand({c.heads}, gen, DType::f64), DType::f32);
-  }
-  if (c.kind == Kind::sink) core.sigma = draw({c.heads});
-  return core;
-}
-
-// The differentiable inputs, in the order attention_fused records them.
-std::vector<Tensor> inputs_of(const AttentionCore& c) {
-  std::vector<Tensor> xs{c.q, c.k, c.v};
-  if (c.alpha.defined()) xs.push_back(c.alpha);
-  if (c.sigma.defined()) xs.push_back(c.sigma);
-  return xs;
-}
-
-Function as_function(const AttentionCore& base, Tensor (*f)(const AttentionCore&)) {
-  return [base, f](const std::vector<Tensor>& xs) {
-    AttentionCore c = base;
-    c.q = xs[0];
-    c.k = xs[1];
-    c.v = xs[2];
-    size_t at = 3;
-    if (c.alpha.defined()) c.alpha = xs[at++];
-    if (c.sigma.defined()) c.sigma = xs[at++];
-    return f(c);
-  };
-}
-
-// max |a - b| / max(max |b|, floor): normwise, so that entries near zero do not dominate.
-double rel_diff(const Tensor& a, const Tensor& b, double floor = 1e-2) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = values(a), y = values(b);
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    diff = std::max(diff, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return diff / std::max(scale, floor);
-}
 
 constexpr double kTolerance = 1e-4;  // f32; the kernels sum in another order than the CPU
 
@@ -108,11 +46,12 @@ TEST_CASE("attention kernels match attention_composed and attention_fused: forwa
   uint64_t seed = 300;
   for (const Case& c : kCases) {
     INFO(c.str());
-    const AttentionCore core = make_core(c, ++seed);
+    const AttentionCore core = make_core(c, DType::f32, ++seed);
     Generator gen(seed + 1000);
     const Tensor cotangent = cast(randn(core.q.shape(), gen, DType::f64), DType::f32);
-    auto [composed, composed_grads] = vjp(as_function(core, attention_composed), inputs_of(core), cotangent);
-    auto [fused, fused_grads] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+    auto [composed, composed_grads] =
+        vjp(as_function(core, attention_composed), differentiable_inputs(core), cotangent);
+    auto [fused, fused_grads] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
 
     std::vector<Tensor> first;  // the first schedule's results
     for_each_schedule([&] {
@@ -158,7 +97,7 @@ TEST_CASE("attention kernels in bf16: f32 compute against the f32 oracle on the 
   uint64_t seed = 900;
   for (const Case& c : cases) {
     INFO(c.str());
-    const AttentionCore wide = make_core(c, ++seed);
+    const AttentionCore wide = make_core(c, DType::f32, ++seed);
     AttentionCore narrow = wide;
     for (Tensor* x : {&narrow.q, &narrow.k, &narrow.v, &narrow.alpha, &narrow.alpha_ma, &narrow.sigma})
       if (x->defined()) *x = cast(*x, DType::bf16);
@@ -168,7 +107,7 @@ TEST_CASE("attention kernels in bf16: f32 compute against the f32 oracle on the 
     Generator gen(seed + 1000);
     const Tensor cotangent = cast(randn(wide.q.shape(), gen, DType::f64), DType::bf16);
     auto [want, want_grads] =
-        vjp(as_function(exact, attention_composed), inputs_of(exact), cast(cotangent, DType::f32));
+        vjp(as_function(exact, attention_composed), differentiable_inputs(exact), cast(cotangent, DType::f32));
     for_each_schedule([&] {
       const attention_kernels::Forward fwd = emu::launch::attention_forward(narrow);
       const attention_kernels::Grads g = emu::launch::attention_backward(narrow, fwd, cotangent);

@@ -15,27 +15,14 @@
 #include "cuda/kernels/attention.hpp"
 #include "nn/attention.hpp"
 #include "tensor/ops.hpp"
+#include "tests/attention_cases.hpp"
 
 using namespace cotan;
 using namespace cotan::nn;
 using namespace kernel_check;
+using namespace attention_cases;
 
 namespace {
-
-enum class Kind { softmax, sink, affine };
-
-struct Case {
-  Kind kind;
-  bool causal;
-  int64_t batch, heads, kv_heads, t, d;
-  AffineN affine_n = AffineN::visible;
-
-  std::string str() const {
-    const char* k = kind == Kind::softmax ? "softmax" : kind == Kind::sink ? "sink" : "affine";
-    return cat(k, causal ? " causal" : " full", " B=", batch, " H=", heads, " Hkv=", kv_heads, " T=", t, " d=", d,
-               affine_n == AffineN::visible ? " N=visible" : " N=full");
-  }
-};
 
 // One line per configuration. T = 70 spans two 64-row tiles and a partial key step of the
 // forward (64 keys) and of the backward (32); T = 17 is one partial tile; T = 130 three tiles.
@@ -56,56 +43,8 @@ struct Cores {
 };
 
 Cores make_cores(const Case& c, uint64_t seed) {
-  Generator gen(seed);
-  AttentionCore core;
-  core.causal = c.causal;
-  core.affine_n = c.affine_n;
-  auto draw = [&](const Shape& shape) { return cast(randn(shape, gen, DType::f64), DType::bf16); };
-  core.q = draw({c.batch, c.heads, c.t, c.d});
-  core.k = draw({c.batch, c.kv_heads, c.t, c.d});
-  core.v = draw({c.batch, c.kv_heads, c.t, c.d});
-  if (c.kind == Kind::affine) {
-    core.alpha = cast(sigmoid(randn({c.batch, c.heads, c.t}, gen, DType::f64)), DType::bf16);
-    core.alpha_ma = cast(rand({c.heads}, gen, DType::f64), DType::bf16);
-  }
-  if (c.kind == Kind::sink) core.sigma = draw({c.heads});
-  AttentionCore wide = core;
-  for (Tensor* x : {&wide.q, &wide.k, &wide.v, &wide.alpha, &wide.alpha_ma, &wide.sigma})
-    if (x->defined()) *x = cast(*x, DType::f32);
-  return {core, wide};
-}
-
-// The differentiable inputs, in the order attention_fused records them.
-std::vector<Tensor> inputs_of(const AttentionCore& c) {
-  std::vector<Tensor> xs{c.q, c.k, c.v};
-  if (c.alpha.defined()) xs.push_back(c.alpha);
-  if (c.sigma.defined()) xs.push_back(c.sigma);
-  return xs;
-}
-
-Function composed_of(const AttentionCore& base) {
-  return [base](const std::vector<Tensor>& xs) {
-    AttentionCore c = base;
-    c.q = xs[0];
-    c.k = xs[1];
-    c.v = xs[2];
-    size_t at = 3;
-    if (c.alpha.defined()) c.alpha = xs[at++];
-    if (c.sigma.defined()) c.sigma = xs[at++];
-    return attention_composed(c);
-  };
-}
-
-// max |a - b| / max(max |b|, floor): normwise, so that entries near zero do not dominate.
-double rel_diff(const Tensor& a, const Tensor& b, double floor = 1e-2) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = values(a), y = values(b);
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    diff = std::max(diff, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return diff / std::max(scale, floor);
+  const AttentionCore core = make_core(c, DType::bf16, seed);
+  return {core, cast_core(core, DType::f32)};
 }
 
 // bf16 results: one rounding of the output, bf16 probabilities and ds in the products.
@@ -159,7 +98,8 @@ TEST_CASE("tensor-core attention kernels match attention_composed and the SIMT k
     const Cores cores = make_cores(c, ++seed);
     Generator gen(seed + 1000);
     const Tensor cotangent = cast(randn(cores.bf16.q.shape(), gen, DType::f64), DType::bf16);
-    auto [want, want_grads] = vjp(composed_of(cores.f32), inputs_of(cores.f32), cast(cotangent, DType::f32));
+    auto [want, want_grads] =
+        vjp(as_function(cores.f32, attention_composed), differentiable_inputs(cores.f32), cast(cotangent, DType::f32));
     want_grads.insert(want_grads.begin(), want);
 
     attention_kernels::Forward simt_fwd;

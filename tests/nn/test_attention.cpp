@@ -16,90 +16,13 @@
 #include "autograd/gradcheck.hpp"
 #include "nn/attention.hpp"
 #include "tensor/ops.hpp"
+#include "tests/attention_cases.hpp"
 
 using namespace cotan;
 using namespace cotan::nn;
+using namespace attention_cases;
 
 namespace {
-
-enum class Kind { softmax, sink, affine };
-
-const char* kind_name(Kind k) {
-  switch (k) {
-    case Kind::softmax: return "softmax";
-    case Kind::sink: return "sink";
-    case Kind::affine: return "affine";
-  }
-  return "?";
-}
-
-struct Case {
-  Kind kind = Kind::softmax;
-  bool causal = true;
-  int64_t batch = 1, heads = 4, kv_heads = 2, t = 7, d = 5;
-  AffineN affine_n = AffineN::visible;
-
-  std::string str() const {
-    return std::string(kind_name(kind)) + (causal ? " causal" : " full") + " B=" + std::to_string(batch) +
-           " H=" + std::to_string(heads) + " Hkv=" + std::to_string(kv_heads) + " T=" + std::to_string(t) +
-           " d=" + std::to_string(d) + (affine_n == AffineN::visible ? " N=visible" : " N=full");
-  }
-};
-
-// Fresh random inputs, drawn in f64 and cast, so that f32 and f64 see the same values.
-AttentionCore make_core(const Case& c, DType dt, uint64_t seed) {
-  Generator gen(seed);
-  AttentionCore core;
-  core.causal = c.causal;
-  core.affine_n = c.affine_n;
-  core.q = cast(randn({c.batch, c.heads, c.t, c.d}, gen, DType::f64), dt);
-  core.k = cast(randn({c.batch, c.kv_heads, c.t, c.d}, gen, DType::f64), dt);
-  core.v = cast(randn({c.batch, c.kv_heads, c.t, c.d}, gen, DType::f64), dt);
-  if (c.kind == Kind::affine) {
-    core.alpha = cast(sigmoid(randn({c.batch, c.heads, c.t}, gen, DType::f64)), dt);
-    core.alpha_ma = cast(rand({c.heads}, gen, DType::f64), dt);
-  }
-  if (c.kind == Kind::sink) core.sigma = cast(randn({c.heads}, gen, DType::f64), dt);
-  return core;
-}
-
-// The differentiable inputs, in the order attention_fused records them.
-std::vector<Tensor> inputs_of(const AttentionCore& c) {
-  std::vector<Tensor> xs{c.q, c.k, c.v};
-  if (c.alpha.defined()) xs.push_back(c.alpha);
-  if (c.sigma.defined()) xs.push_back(c.sigma);
-  return xs;
-}
-
-AttentionCore with_inputs(AttentionCore c, const std::vector<Tensor>& xs) {
-  c.q = xs[0];
-  c.k = xs[1];
-  c.v = xs[2];
-  size_t at = 3;
-  if (c.alpha.defined()) c.alpha = xs[at++];
-  if (c.sigma.defined()) c.sigma = xs[at++];
-  return c;
-}
-
-using Attention = Tensor (*)(const AttentionCore&);
-
-Function as_function(const AttentionCore& base, Attention f) {
-  return [base, f](const std::vector<Tensor>& xs) { return f(with_inputs(base, xs)); };
-}
-
-// max |a - b| / max(max |b|, floor): normwise, so entries near zero do not dominate; the floor
-// covers references that vanish (dq and dk are exactly zero with a single key, T = 1, where
-// both sides hold only rounding noise). Inputs and cotangents are O(1) here.
-double rel_diff(const Tensor& a, const Tensor& b, double floor = 1e-2) {
-  REQUIRE(a.shape() == b.shape());
-  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    diff = std::max(diff, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return diff / std::max(scale, floor);
-}
 
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   REQUIRE(a.shape() == b.shape());
@@ -151,8 +74,9 @@ TEST_CASE("attention_fused matches attention_composed: forward and gradients") {
         const AttentionCore core = make_core(c, dt, ++seed);
         Generator gen(seed + 7);
         const Tensor cotangent = cast(randn(core.q.shape(), gen, DType::f64), dt);
-        auto [fused, fused_grads] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
-        auto [composed, composed_grads] = vjp(as_function(core, attention_composed), inputs_of(core), cotangent);
+        auto [fused, fused_grads] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
+        auto [composed, composed_grads] =
+            vjp(as_function(core, attention_composed), differentiable_inputs(core), cotangent);
         CHECK(fused.dtype() == dt);
         const double forward_tol = dt == DType::f64 ? 1e-12 : 1e-5, grad_tol = dt == DType::f64 ? 1e-12 : 1e-4;
         CHECK(rel_diff(fused, composed) <= forward_tol);
@@ -175,7 +99,7 @@ TEST_CASE("attention_fused passes gradcheck for every kind") {
   for (const Case& c : cases) {
     INFO(c.str());
     const AttentionCore core = make_core(c, DType::f64, ++seed);
-    GradcheckResult r = gradcheck(as_function(core, attention_fused), inputs_of(core));
+    GradcheckResult r = gradcheck(as_function(core, attention_fused), differentiable_inputs(core));
     INFO(r.describe());
     CHECK(r.pass);
   }
@@ -213,8 +137,8 @@ TEST_CASE("sink with sigma = -1e9 is softmax") {
     plain.sigma = Tensor();
     Generator gen(32);
     const Tensor cotangent = randn(sink.q.shape(), gen, DType::f64);
-    auto [with_sink, sink_grads] = vjp(as_function(sink, attention_fused), inputs_of(sink), cotangent);
-    auto [softmax, softmax_grads] = vjp(as_function(plain, attention_fused), inputs_of(plain), cotangent);
+    auto [with_sink, sink_grads] = vjp(as_function(sink, attention_fused), differentiable_inputs(sink), cotangent);
+    auto [softmax, softmax_grads] = vjp(as_function(plain, attention_fused), differentiable_inputs(plain), cotangent);
     CHECK(rel_diff(with_sink, softmax) <= 1e-15);
     for (size_t i = 0; i < 3; ++i) CHECK(rel_diff(sink_grads[i], softmax_grads[i]) <= 1e-15);
     CHECK(max_abs_diff(sink_grads[3], zeros({c.heads}, DType::f64)) == 0.0);
@@ -232,8 +156,8 @@ TEST_CASE("GQA equals MHA with K and V repeated") {
       mha.v = repeat_heads(gqa.v, c.heads);
       Generator gen(42);
       const Tensor cotangent = randn(gqa.q.shape(), gen, DType::f64);
-      auto [y_gqa, g_gqa] = vjp(as_function(gqa, attention_fused), inputs_of(gqa), cotangent);
-      auto [y_mha, g_mha] = vjp(as_function(mha, attention_fused), inputs_of(mha), cotangent);
+      auto [y_gqa, g_gqa] = vjp(as_function(gqa, attention_fused), differentiable_inputs(gqa), cotangent);
+      auto [y_mha, g_mha] = vjp(as_function(mha, attention_fused), differentiable_inputs(mha), cotangent);
       CHECK(rel_diff(y_gqa, y_mha) <= 1e-14);
       CHECK(rel_diff(g_gqa[0], g_mha[0]) <= 1e-14);
       CHECK(rel_diff(g_gqa[1], sum_heads(g_mha[1], c.kv_heads)) <= 1e-13);
@@ -401,10 +325,10 @@ TEST_CASE("attention_fused: the same bits with 1 and 2 threads") {
     const Tensor cotangent = randn(core.q.shape(), gen, DType::f32);
     const int before = num_threads();
     set_num_threads(1);
-    auto [y1, g1] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+    auto [y1, g1] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
     const AttentionStats s1 = attention_stats(core);
     set_num_threads(2);
-    auto [y2, g2] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+    auto [y2, g2] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
     const AttentionStats s2 = attention_stats(core);
     set_num_threads(before);
     CHECK(max_abs_diff(y1, y2) == 0.0);
@@ -424,9 +348,9 @@ TEST_CASE("attention_fused in bf16 computes in f32") {
       if (x->defined()) *x = cast(*x, DType::f32);
     Generator gen(92);
     const Tensor cotangent = cast(randn(core.q.shape(), gen, DType::f32), DType::bf16);
-    auto [y, grads] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
+    auto [y, grads] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
     auto [y_wide, grads_wide] =
-        vjp(as_function(wide, attention_composed), inputs_of(wide), cast(cotangent, DType::f32));
+        vjp(as_function(wide, attention_composed), differentiable_inputs(wide), cast(cotangent, DType::f32));
     CHECK(y.dtype() == DType::bf16);
     CHECK(rel_diff(y, y_wide) <= 1e-2);
     for (size_t i = 0; i < grads.size(); ++i) {
@@ -472,8 +396,9 @@ TEST_CASE("attention_fused reads strided inputs") {
   REQUIRE(!strided.q.is_contiguous());
   Generator gen(98);
   const Tensor cotangent = randn(core.q.shape(), gen, DType::f64);
-  auto [y, grads] = vjp(as_function(core, attention_fused), inputs_of(core), cotangent);
-  auto [y_strided, grads_strided] = vjp(as_function(strided, attention_fused), inputs_of(strided), cotangent);
+  auto [y, grads] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
+  auto [y_strided, grads_strided] =
+      vjp(as_function(strided, attention_fused), differentiable_inputs(strided), cotangent);
   CHECK(max_abs_diff(y, y_strided) == 0.0);
   for (size_t i = 0; i < grads.size(); ++i) CHECK(max_abs_diff(grads[i], grads_strided[i]) == 0.0);
 }
