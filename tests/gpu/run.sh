@@ -52,8 +52,6 @@ cotan="$BUILD/cotan"
 
 # ---- CUDA kernels against the CPU backend ----
 step "cotan info" info.log "$cotan" info
-[[ -x $BUILD/tests/gpu/test_gpu_kernels ]] &&
-  step "CUDA kernels vs CPU (test_gpu_kernels)" gpu_kernels.log "$BUILD/tests/gpu/test_gpu_kernels"
 step "gradcheck --device cuda" gradcheck_cuda.log "$cotan" gradcheck --device cuda
 step "emulator + CPU suites (meson test)" meson_test.log meson test -C "$BUILD" --num-processes 8
 
