@@ -10,6 +10,7 @@
 
 #include "nn/fused.hpp"
 #include "tensor/ops.hpp"
+#include "train/losses.hpp"
 
 namespace cotan {
 
@@ -328,6 +329,29 @@ std::vector<OpCheck> build() {
     return {[](X x) { return matmul(silu(matmul(x[0], x[1]) + x[2]), x[3]); },
             {normal({3, 4}, g), normal({4, 5}, g), normal({5}, g), normal({5, 2}, g)}};
   });
+
+  // ---- distillation losses (train/losses.hpp): teacher logits and targets (one ignored) are
+  // constants on the student's device; temperature 2, a CE mix ----
+  auto kd_case = [&](const char* name, train::KdLoss kind, bool composed) {
+    add_case(name, [kind, composed](Generator& g) -> Case {
+      const Tensor teacher = normal({4, 6}, g);
+      const Tensor targets = from_vector(std::vector<int64_t>{1, train::kIgnoreIndex, 5, 0}, {4});
+      return {[teacher, targets, kind, composed](X x) {
+                train::LossConfig c;
+                c.kind = kind;
+                c.temperature = 2;
+                c.kd_ratio = 0.7;
+                c.jsd_beta = 0.3;
+                const Tensor u = to(teacher, x[0].device()), t = to(targets, x[0].device());
+                return (composed ? train::distill_loss_composed(x[0], u, t, c) : train::distill_loss(x[0], u, t, c)).total;
+              },
+              {normal({4, 6}, g)}};
+    });
+  };
+  kd_case("distill_loss_fkl", train::KdLoss::fkl, false);
+  kd_case("distill_loss_rkl", train::KdLoss::rkl, false);
+  kd_case("distill_loss_jsd", train::KdLoss::jsd, false);
+  kd_case("distill_loss_composed", train::KdLoss::jsd, true);
 
   // ---- fused layers (nn/fused.hpp); rope's tables are constants, on x's device ----
   add_case("rms_norm", [](Generator& g) -> Case {

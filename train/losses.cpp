@@ -499,8 +499,9 @@ LossParts distill_loss_composed(const Tensor& student_logits, const Tensor& teac
   const double denom = double(std::max<int64_t>(in.count, 1));
   Tensor s = cast(in.student, dtype);  // [N, V]
   // [N]: 1 for counted tokens, 0 for ignored ones.
-  Tensor counted = in.targets.defined() ? ne(in.targets, scalar(double(kIgnoreIndex), in.targets.dtype()))
-                                        : ones({in.rows}, DType::boolean, s.device());
+  Tensor counted = in.targets.defined()
+                       ? ne(in.targets, scalar(double(kIgnoreIndex), in.targets.dtype(), s.device()))
+                       : ones({in.rows}, DType::boolean, s.device());
   Tensor weight = cast(counted, dtype);
 
   Tensor kd = zeros({}, dtype, s.device()), entropy = kd, ce = kd, total = kd;

@@ -46,4 +46,18 @@ PY
   done
 }
 
+# The device benches the GPU script runs, on cuda:0 through the emulator at small sizes: they
+# complete, and bench kd-loss's three variants agree there.
+case_emulated_benches() {
+  COTAN_CUDA_EMULATOR=1 "$COTAN" bench kd-loss --device cuda --tokens 48 --vocab 1500 --repeat 1 --json \
+    > "$STDOUT" 2> "$STDERR" || fail "bench kd-loss --device cuda failed: $(cat "$STDERR")"
+  python3 - "$STDOUT" <<'PY' || fail "bench kd-loss --device cuda: $(cat "$STDOUT")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if r["device"] == "cuda:0" and r["max_grad_diff"] < 1e-6 and r["value_diff"] < 1e-6 else 1)
+PY
+  COTAN_CUDA_EMULATOR=1 "$COTAN" bench matmul --device cuda --tf32 --sizes 48 --dtypes f32 --repeat 1 --json \
+    > /dev/null 2> "$STDERR" || fail "bench matmul --device cuda --tf32 failed: $(cat "$STDERR")"
+}
+
 run_case
