@@ -97,6 +97,33 @@ SIMT_DEVICE void online_softmax_step(float* scores, float& running_max, float& r
   running_sum = running_sum * rescale + tile_sum;
 }
 
+// Affine: alpha_i and beta_i = (alpha_ma_h - alpha_i) / N_i of query i of head h, whose alpha
+// is at `row`.
+struct AffineCoefficients {
+  float alpha = 0, beta = 0;
+};
+
+template <class T>
+SIMT_DEVICE AffineCoefficients affine_coefficients(const AttentionArgs<T>& a, int64_t row, int h, int i) {
+  const float alpha = load(a.alpha + row);
+  return {alpha, (load(a.alpha_ma + h) - alpha) / a.affine_count(i)};
+}
+
+// The end of a row's online softmax with running max m and sum l: L = log of the row's total mass
+// (the sink's exp(sigma_h) included) and the factor that normalises the accumulated P V.
+struct RowEnd {
+  float lse, inv;
+};
+
+template <class T>
+SIMT_DEVICE RowEnd finish_row(const AttentionArgs<T>& a, int h, float m, float l) {
+  if (a.kind != AttentionKind::sink) return {m + math::log(l), 1.0f / l};
+  // L = log(sum_j exp(s_ij) + exp(sigma)), shifted by the larger of the two maxima.
+  const float sigma = load(a.sigma + h), top = m > sigma ? m : sigma;
+  const float lse = top + math::log(l * math::exp(m - top) + math::exp(sigma - top));
+  return {lse, math::exp(m - lse)};
+}
+
 // What the dkdv kernels read per query: L_i, D_i, and alpha_i, beta_i (affine; 1 and 0
 // otherwise). Queries past t get neutral values (they see no key).
 struct QueryTerms {
@@ -111,8 +138,9 @@ SIMT_DEVICE QueryTerms query_terms(const AttentionArgs<T>& a, int64_t row0, int 
   q.lse = lse_in[row0 + qi];
   q.delta = delta_in[row0 + qi];
   if (a.kind == AttentionKind::affine) {
-    q.alpha = load(a.alpha + row0 + qi);
-    q.beta = (load(a.alpha_ma + h) - q.alpha) / a.affine_count(qi);
+    const AffineCoefficients c = affine_coefficients(a, row0 + qi, h, qi);
+    q.alpha = c.alpha;
+    q.beta = c.beta;
   }
   return q;
 }
@@ -170,29 +198,16 @@ SIMT_GLOBAL void attention_fwd_kernel(AttentionArgs<T> a, T* s_out, T* o_out, fl
   if (i >= t) return;
 
   const int64_t row = a.q_row(b, h) + i;
-  const float m = row_max[r], l = row_sum[r];
-  float lse, inv;
-  if (a.kind == AttentionKind::sink) {
-    // L = log(sum_j exp(s_ij) + exp(sigma)), shifted by the larger of the two maxima.
-    const float sigma = load(a.sigma + h), top = m > sigma ? m : sigma;
-    lse = top + math::log(l * math::exp(m - top) + math::exp(sigma - top));
-    inv = math::exp(m - lse);
-  } else {
-    lse = m + math::log(l);
-    inv = 1.0f / l;
-  }
-  if (lane == 0) lse_out[row] = lse;
-  float alpha = 0, beta = 0;
-  if (a.kind == AttentionKind::affine) {
-    alpha = load(a.alpha + row);
-    beta = (load(a.alpha_ma + h) - alpha) / a.affine_count(i);
-  }
+  const RowEnd end = finish_row(a, h, row_max[r], row_sum[r]);
+  if (lane == 0) lse_out[row] = end.lse;
+  const bool affine = a.kind == AttentionKind::affine;
+  const AffineCoefficients ab = affine ? affine_coefficients(a, row, h, i) : AffineCoefficients{};
   for (int c = 0; c < kAttnColsPerThread; ++c) {
     const int x = lane + c * kAttnLanesPerRow;
     if (x >= d) break;
-    const float s = acc[c] * inv;
+    const float s = acc[c] * end.inv;
     s_out[row * d + x] = convert_to<T>(s);
-    if (a.kind == AttentionKind::affine) o_out[row * d + x] = convert_to<T>(alpha * s + beta * u[c]);
+    if (affine) o_out[row * d + x] = convert_to<T>(ab.alpha * s + ab.beta * u[c]);
   }
 }
 

@@ -260,29 +260,16 @@ SIMT_GLOBAL void SIMT_LAUNCH_BOUNDS(kMmaAttnThreads)
     const int i = w0 + AccTile<D>::row(2 * half, lane);
     if (i >= t) continue;
     const int64_t row = q0 + i;
-    const float m = row_max[half], l = row_sum[half];
-    float lse, inv;
-    if (a.kind == AttentionKind::sink) {
-      const float sigma = load(a.sigma + h), top = m > sigma ? m : sigma;
-      lse = top + math::log(l * math::exp(m - top) + math::exp(sigma - top));
-      inv = math::exp(m - lse);
-    } else {
-      lse = m + math::log(l);
-      inv = 1.0f / l;
-    }
-    if ((lane & 3) == 0) lse_out[row] = lse;
-    float alpha = 0, beta = 0;
-    if (affine) {
-      alpha = load(a.alpha + row);
-      beta = (load(a.alpha_ma + h) - alpha) / a.affine_count(i);
-    }
+    const RowEnd end = finish_row(a, h, row_max[half], row_sum[half]);
+    if ((lane & 3) == 0) lse_out[row] = end.lse;
+    const AffineCoefficients ab = affine ? affine_coefficients(a, row, h, i) : AffineCoefficients{};
     COTAN_UNROLL
     for (int n = 0; n < D / 8; ++n)
       for (int e = 2 * half; e < 2 * half + 2; ++e) {
         const int64_t at = row * D + AccTile<D>::col(n, e, lane);
-        const float s = o.f[n][e] * inv;
+        const float s = o.f[n][e] * end.inv;
         s_out[at] = to_bf16(s);
-        if (affine) o_out[at] = to_bf16(alpha * s + beta * u.f[n][e]);
+        if (affine) o_out[at] = to_bf16(ab.alpha * s + ab.beta * u.f[n][e]);
       }
   }
 }
