@@ -44,7 +44,15 @@ if [[ ! -f "$BUILD_DIR/meson-private/coredata.dat" ]]; then
   say "configuring $BUILD_DIR/ $*"
   release=(--buildtype=release)
   [[ "$*" == *buildtype* ]] && release=()
-  meson setup "$BUILD_DIR" "${release[@]}" "$@"
+  # nvcc through cuda/nvcc-depfile, which writes the dependency files meson 1.0 does not ask nvcc
+  # for: without it an edited .cuh would not recompile the .cu files that include it.
+  native=()
+  if command -v nvcc >/dev/null; then
+    mkdir -p "$BUILD_DIR"
+    printf "[binaries]\ncuda = '%s'\n" "$PWD/cuda/nvcc-depfile" > "$BUILD_DIR/nvcc-depfile.ini"
+    native=(--native-file "$BUILD_DIR/nvcc-depfile.ini")
+  fi
+  meson setup "$BUILD_DIR" "${native[@]}" "${release[@]}" "$@"
   printf '%s\n' "$*" > "$args_file"
 elif (($#)) && [[ "$*" != "$(cat "$args_file" 2>/dev/null)" ]]; then
   say "reconfiguring $BUILD_DIR/ $*"

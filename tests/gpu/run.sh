@@ -45,7 +45,10 @@ gpu=$(head -1 "$OUT/gpu.txt")
 
 # ---- build for sm_90 and sm_80 (cuda/meson.build names both) ----
 if [[ ! -f $BUILD/build.ninja ]]; then
-  step "configure (-Dcuda=enabled)" configure.log meson setup "$BUILD" -Dcuda=enabled --buildtype=release
+  mkdir -p "$BUILD"
+  printf "[binaries]\ncuda = '%s'\n" "$PWD/cuda/nvcc-depfile" > "$BUILD/nvcc-depfile.ini"  # as build.sh
+  step "configure (-Dcuda=enabled)" configure.log meson setup "$BUILD" -Dcuda=enabled --buildtype=release \
+    --native-file "$BUILD/nvcc-depfile.ini"
 fi
 step "build" build.log ninja -C "$BUILD"
 cotan="$BUILD/cotan"
