@@ -42,6 +42,8 @@ Tensor attention_fused(const AttentionCore& in);
 std::vector<Tensor> differentiable_inputs(const AttentionCore& core);
 // `core` with those inputs replaced by xs, in the same order.
 AttentionCore with_differentiable_inputs(AttentionCore core, const std::vector<Tensor>& xs);
+// `core` with each of its tensors cast to dtype (alpha_ma included).
+AttentionCore cast(AttentionCore core, DType dtype);
 
 // The statistics of DESIGN.md 1.3 for one layer, from the effective weights A (P for softmax,
 // P without the sink mass for sink, alpha P + beta on visible keys for affine). Averages are over

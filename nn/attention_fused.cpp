@@ -372,6 +372,12 @@ AttentionCore with_differentiable_inputs(AttentionCore core, const std::vector<T
   return core;
 }
 
+AttentionCore cast(AttentionCore core, DType dtype) {
+  for (Tensor* x : {&core.q, &core.k, &core.v, &core.alpha, &core.alpha_ma, &core.sigma})
+    if (x->defined()) *x = cotan::cast(*x, dtype);
+  return core;
+}
+
 Tensor attention_fused(const AttentionCore& in) {
   check_attention_core(in, "attention");
   if (in.q.device().is_cuda()) return attention_on_cuda(in);

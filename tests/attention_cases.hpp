@@ -64,13 +64,6 @@ inline AttentionCore make_core(const Case& c, DType dt, uint64_t seed) {
   return core;
 }
 
-// `core` with every tensor cast to dt (the same values in a wider type).
-inline AttentionCore cast_core(AttentionCore core, DType dt) {
-  for (Tensor* x : {&core.q, &core.k, &core.v, &core.alpha, &core.alpha_ma, &core.sigma})
-    if (x->defined()) *x = cast(*x, dt);
-  return core;
-}
-
 using Attention = Tensor (*)(const AttentionCore&);
 
 // attention(base with xs as its differentiable inputs): for vjp and gradcheck over

@@ -98,12 +98,8 @@ TEST_CASE("attention kernels in bf16: f32 compute against the f32 oracle on the 
   for (const Case& c : cases) {
     INFO(c.str());
     const AttentionCore wide = make_core(c, DType::f32, ++seed);
-    AttentionCore narrow = wide;
-    for (Tensor* x : {&narrow.q, &narrow.k, &narrow.v, &narrow.alpha, &narrow.alpha_ma, &narrow.sigma})
-      if (x->defined()) *x = cast(*x, DType::bf16);
-    AttentionCore exact = narrow;  // the bf16 values, in f32
-    for (Tensor* x : {&exact.q, &exact.k, &exact.v, &exact.alpha, &exact.alpha_ma, &exact.sigma})
-      if (x->defined()) *x = cast(*x, DType::f32);
+    const AttentionCore narrow = cast(wide, DType::bf16);
+    const AttentionCore exact = cast(narrow, DType::f32);  // the bf16 values, in f32
     Generator gen(seed + 1000);
     const Tensor cotangent = cast(randn(wide.q.shape(), gen, DType::f64), DType::bf16);
     auto [want, want_grads] =

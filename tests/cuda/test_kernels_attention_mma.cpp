@@ -44,7 +44,7 @@ struct Cores {
 
 Cores make_cores(const Case& c, uint64_t seed) {
   const AttentionCore core = make_core(c, DType::bf16, seed);
-  return {core, cast_core(core, DType::f32)};
+  return {core, cast(core, DType::f32)};
 }
 
 // bf16 results: one rounding of the output, bf16 probabilities and ds in the products.

@@ -308,9 +308,7 @@ TEST_CASE("attention_stats matches weights materialized in the test") {
         CHECK(max_abs_diff(got.head_mass, want.head_mass) <= 1e-12);
         CHECK(max_abs_diff(got.weight_sums, want.weight_sums) <= 1e-12);
         // f32 inputs give the same statistics to f32 accuracy.
-        AttentionCore single = core;
-        for (Tensor* x : {&single.q, &single.k, &single.v, &single.alpha, &single.alpha_ma, &single.sigma})
-          if (x->defined()) *x = cast(*x, DType::f32);
+        const AttentionCore single = cast(core, DType::f32);
         const AttentionStats f32 = attention_stats(single);
         CHECK(std::abs(f32.entropy - want.entropy) <= 1e-4);
         CHECK(max_abs_diff(f32.weight_sums, want.weight_sums) <= 1e-4);
@@ -343,9 +341,7 @@ TEST_CASE("attention_fused in bf16 computes in f32") {
     Case c{kind, true, 1, 4, 2, 33, 16, AffineN::visible};
     INFO(c.str());
     const AttentionCore core = make_core(c, DType::bf16, 91);
-    AttentionCore wide = core;
-    for (Tensor* x : {&wide.q, &wide.k, &wide.v, &wide.alpha, &wide.alpha_ma, &wide.sigma})
-      if (x->defined()) *x = cast(*x, DType::f32);
+    const AttentionCore wide = cast(core, DType::f32);
     Generator gen(92);
     const Tensor cotangent = cast(randn(core.q.shape(), gen, DType::f32), DType::bf16);
     auto [y, grads] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
