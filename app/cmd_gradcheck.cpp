@@ -15,6 +15,7 @@
 
 #include "app/commands.hpp"
 #include "autograd/gradcheck_table.hpp"
+#include "train/gradcheck_cases.hpp"
 #include "tensor/op_table.hpp"
 
 namespace po = boost::program_options;
@@ -84,7 +85,7 @@ int cmd_gradcheck(const Args& args) {
   const Device device = device_option(device_name);
 
   std::vector<Row> rows;
-  for (const OpCheck& check : op_checks()) {
+  for (const OpCheck& check : train::op_checks()) {
     if (!filter.empty() && check.name.find(filter) == std::string::npos) continue;
     Row row;
     row.name = check.name;

@@ -8,9 +8,7 @@
 #include <numeric>
 #include <string_view>
 
-#include "nn/fused.hpp"
 #include "tensor/ops.hpp"
-#include "train/losses.hpp"
 
 namespace cotan {
 
@@ -18,10 +16,7 @@ namespace {
 
 using X = const std::vector<Tensor>&;
 
-struct Case {
-  Function f;
-  std::vector<Tensor> inputs;
-};
+using Case = GradcheckCase;
 using Maker = std::function<Case(Generator&)>;
 
 // FNV-1a of the name, mixed with the seed: each case draws its own numbers.
@@ -31,10 +26,8 @@ uint64_t case_seed(uint64_t seed, std::string_view name) {
   return h ^ (seed * 0x9E3779B97F4A7C15ull);
 }
 
-Tensor normal(const Shape& shape, Generator& gen) { return randn(shape, gen, DType::f64); }
-
-// Uniform in [0.5, 1.5): safe for log, sqrt, rsqrt, reciprocal and fractional powers.
-Tensor positive(const Shape& shape, Generator& gen) { return rand(shape, gen, DType::f64) + 0.5; }
+using gradcheck_inputs::normal;
+using gradcheck_inputs::positive;
 
 // Moves every element within `margin` of one of `points` out to distance `margin` (the points
 // must be more than 2 * margin apart): keeps kinks out of reach of the finite differences.
@@ -74,7 +67,14 @@ Tensor apart_from(const Tensor& b, const Shape& shape, Generator& gen) {
   return add(b, nonzero(shape, gen, 0.1));
 }
 
-OpCheck make_check(std::string name, Maker make) {
+}  // namespace
+
+namespace gradcheck_inputs {
+Tensor normal(const Shape& shape, Generator& gen) { return randn(shape, gen, DType::f64); }
+Tensor positive(const Shape& shape, Generator& gen) { return rand(shape, gen, DType::f64) + 0.5; }
+}  // namespace gradcheck_inputs
+
+OpCheck make_op_check(std::string name, std::function<GradcheckCase(Generator&)> make) {
   return {name, [name, make](uint64_t seed) {
             Generator gen(case_seed(seed, name));
             Case c = make(gen);
@@ -92,9 +92,11 @@ OpCheck make_check(std::string name, Maker make) {
           }};
 }
 
+namespace {
+
 std::vector<OpCheck> build() {
   std::vector<OpCheck> t;
-  auto add_case = [&](std::string name, Maker make) { t.push_back(make_check(std::move(name), std::move(make))); };
+  auto add_case = [&](std::string name, Maker make) { t.push_back(make_op_check(std::move(name), std::move(make))); };
 
   // ---- unary ----
   add_case("neg", [](Generator& g) -> Case { return {[](X x) { return neg(x[0]); }, {normal({3, 4}, g)}}; });
@@ -105,6 +107,9 @@ std::vector<OpCheck> build() {
   add_case("tanh", [](Generator& g) -> Case { return {[](X x) { return tanh(x[0]); }, {normal({3, 4}, g)}}; });
   add_case("sigmoid", [](Generator& g) -> Case { return {[](X x) { return sigmoid(x[0]); }, {normal({3, 4}, g)}}; });
   add_case("silu", [](Generator& g) -> Case { return {[](X x) { return silu(x[0]); }, {normal({3, 4}, g)}}; });
+  add_case("softplus", [](Generator& g) -> Case {
+    return {[](X x) { return softplus(x[0]); }, {normal({3, 4}, g) * 8.0}};  // both tails: e^x and x
+  });
   add_case("relu", [](Generator& g) -> Case { return {[](X x) { return relu(x[0]); }, {nonzero({3, 4}, g, 0.1)}}; });
   add_case("gelu_tanh", [](Generator& g) -> Case {
     return {[](X x) { return gelu_tanh(x[0]); }, {normal({3, 4}, g)}};
@@ -330,47 +335,12 @@ std::vector<OpCheck> build() {
             {normal({3, 4}, g), normal({4, 5}, g), normal({5}, g), normal({5, 2}, g)}};
   });
 
-  // ---- distillation losses (train/losses.hpp): teacher logits and targets (one ignored) are
-  // constants on the student's device; temperature 2, a CE mix ----
-  auto kd_case = [&](const char* name, train::KdLoss kind, bool composed) {
-    add_case(name, [kind, composed](Generator& g) -> Case {
-      const Tensor teacher = normal({4, 6}, g);
-      const Tensor targets = from_vector(std::vector<int64_t>{1, train::kIgnoreIndex, 5, 0}, {4});
-      return {[teacher, targets, kind, composed](X x) {
-                train::LossConfig c;
-                c.kind = kind;
-                c.temperature = 2;
-                c.kd_ratio = 0.7;
-                c.jsd_beta = 0.3;
-                const Tensor u = to(teacher, x[0].device()), t = to(targets, x[0].device());
-                return (composed ? train::distill_loss_composed(x[0], u, t, c) : train::distill_loss(x[0], u, t, c)).total;
-              },
-              {normal({4, 6}, g)}};
-    });
-  };
-  kd_case("distill_loss_fkl", train::KdLoss::fkl, false);
-  kd_case("distill_loss_rkl", train::KdLoss::rkl, false);
-  kd_case("distill_loss_jsd", train::KdLoss::jsd, false);
-  kd_case("distill_loss_composed", train::KdLoss::jsd, true);
-
-  // ---- fused layers (nn/fused.hpp); rope's tables are constants, on x's device ----
-  add_case("rms_norm", [](Generator& g) -> Case {
-    return {[](X x) { return nn::rms_norm(x[0], x[1], 1e-6); }, {normal({3, 2, 5}, g), positive({5}, g)}};
-  });
-  add_case("swiglu", [](Generator& g) -> Case {
-    return {[](X x) { return nn::swiglu(x[0], x[1]); }, {normal({3, 1, 4}, g), normal({2, 4}, g)}};
-  });
-  add_case("rope", [](Generator& g) -> Case {
-    Tensor cos = normal({4, 6}, g), sin = normal({4, 6}, g);
-    return {[cos, sin](X x) { return nn::rope(x[0], to(cos, x[0].device()), to(sin, x[0].device())); },
-            {normal({2, 4, 6}, g)}};
-  });
   return t;
 }
 
 }  // namespace
 
-const std::vector<OpCheck>& op_checks() {
+const std::vector<OpCheck>& primitive_op_checks() {
   static const std::vector<OpCheck> table = build();
   return table;
 }

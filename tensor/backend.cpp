@@ -53,26 +53,6 @@ Backend& backend(Device device) {
 
 std::shared_ptr<Storage> allocate(size_t nbytes, Device device) { return backend(device).allocate(nbytes); }
 
-std::string_view op_name(UnaryOp op) {
-  static constexpr std::string_view names[] = {"neg",  "exp",  "log",         "sqrt", "rsqrt", "tanh",
-                                               "sigmoid", "silu", "relu",     "gelu_tanh", "abs", "clamp",
-                                               "pow",  "sign", "logical_not", "square", "reciprocal"};
-  return names[int(op)];
-}
-
-std::string_view op_name(BinaryOp op) {
-  static constexpr std::string_view names[] = {"add", "sub", "mul", "div", "maximum", "minimum", "eq",
-                                               "ne",  "lt",  "le",  "gt",  "ge", "logical_and", "logical_or"};
-  return names[int(op)];
-}
-
-std::string_view op_name(ReduceOp op) {
-  static constexpr std::string_view names[] = {"sum", "max", "min", "argmax", "argmin"};
-  return names[int(op)];
-}
-
-bool is_comparison(BinaryOp op) { return op >= BinaryOp::eq; }
-
 }  // namespace cotan
 
 // ---- threads ----

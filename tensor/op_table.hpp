@@ -5,11 +5,12 @@
 //   - axes normalized (0 <= axis < ndim) and sorted;
 //   - inputs on this backend's device, with any strides unless a kernel says otherwise.
 // Kernels return fresh contiguous tensors, except assign and fill, which write into `dst`.
-// Adding an op touches its rule (autograd/rules), this table, and each backend's kernel.
+// Adding an op touches its rule (autograd/rules), the op list below, and each backend's kernel.
 #pragma once
 
 #include <memory>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "tensor/random.hpp"
@@ -17,14 +18,58 @@
 
 namespace cotan {
 
-enum class UnaryOp {
-  neg, exp, log, sqrt, rsqrt, tanh, sigmoid, silu, relu, gelu_tanh, abs,
-  clamp,  // a = lo, b = hi
-  pow,    // x^a
-  sign, logical_not, square, reciprocal
-};
-enum class BinaryOp { add, sub, mul, div, maximum, minimum, eq, ne, lt, le, gt, ge, logical_and, logical_or };
-enum class ReduceOp { sum, max, min, argmax, argmin };
+// The op lists. Each X-macro entry generates the enum value, its name (op_name) and its place in
+// the k*Ops arrays (which the kernel tests and the gradcheck coverage test iterate), and each
+// backend's dispatch switch is generated from the same list, so adding an op means one line here
+// plus its kernels (see the README's "Adding an op").
+//
+// Unary ops: X(name, integers) where `integers` says whether the op is defined on integer dtypes
+// (the others reject them). clamp takes a = lo, b = hi; pow takes the exponent a.
+#define COTAN_UNARY_OPS(X) \
+  X(neg, true)              \
+  X(exp, false)             \
+  X(log, false)             \
+  X(sqrt, false)            \
+  X(rsqrt, false)           \
+  X(tanh, false)            \
+  X(sigmoid, false)         \
+  X(silu, false)            \
+  X(relu, true)             \
+  X(gelu_tanh, false)       \
+  X(abs, true)              \
+  X(clamp, true)            \
+  X(pow, false)             \
+  X(sign, true)             \
+  X(logical_not, true)      \
+  X(square, true)           \
+  X(reciprocal, false)      \
+  X(softplus, false)
+// Binary ops: X(name, comparison) where comparison ops (and the logical ones) give bool.
+#define COTAN_BINARY_OPS(X) \
+  X(add, false)              \
+  X(sub, false)              \
+  X(mul, false)              \
+  X(div, false)              \
+  X(maximum, false)          \
+  X(minimum, false)          \
+  X(eq, true)                \
+  X(ne, true)                \
+  X(lt, true)                \
+  X(le, true)                \
+  X(gt, true)                \
+  X(ge, true)                \
+  X(logical_and, true)       \
+  X(logical_or, true)
+#define COTAN_REDUCE_OPS(X) X(sum) X(max) X(min) X(argmax) X(argmin)
+
+#define COTAN_OP_ENUM_VALUE(name, ...) name,
+#define COTAN_OP_ENUM_VALUE_1(name) name,
+enum class UnaryOp { COTAN_UNARY_OPS(COTAN_OP_ENUM_VALUE) };
+enum class BinaryOp { COTAN_BINARY_OPS(COTAN_OP_ENUM_VALUE) };
+enum class ReduceOp { COTAN_REDUCE_OPS(COTAN_OP_ENUM_VALUE_1) };
+#undef COTAN_OP_ENUM_VALUE
+#undef COTAN_OP_ENUM_VALUE_1
+
 enum class RandomOp {
   uniform,    // U[a, b)
   normal,     // N(a, b^2)
@@ -32,10 +77,72 @@ enum class RandomOp {
   bernoulli,  // true with probability a
 };
 
-std::string_view op_name(UnaryOp op);
-std::string_view op_name(BinaryOp op);
-std::string_view op_name(ReduceOp op);
-bool is_comparison(BinaryOp op);  // eq .. ge, logical_and, logical_or: bool result
+#define COTAN_OP_LIST_ENTRY(name, ...) UnaryOp::name,
+inline constexpr UnaryOp kUnaryOps[] = {COTAN_UNARY_OPS(COTAN_OP_LIST_ENTRY)};
+#undef COTAN_OP_LIST_ENTRY
+#define COTAN_OP_LIST_ENTRY(name, ...) BinaryOp::name,
+inline constexpr BinaryOp kBinaryOps[] = {COTAN_BINARY_OPS(COTAN_OP_LIST_ENTRY)};
+#undef COTAN_OP_LIST_ENTRY
+#define COTAN_OP_LIST_ENTRY(name) ReduceOp::name,
+inline constexpr ReduceOp kReduceOps[] = {COTAN_REDUCE_OPS(COTAN_OP_LIST_ENTRY)};
+#undef COTAN_OP_LIST_ENTRY
+
+constexpr std::string_view op_name(UnaryOp op) {
+#define COTAN_OP_NAME_CASE(name, ...) case UnaryOp::name: return #name;
+  switch (op) { COTAN_UNARY_OPS(COTAN_OP_NAME_CASE) }
+#undef COTAN_OP_NAME_CASE
+  return "?";
+}
+constexpr std::string_view op_name(BinaryOp op) {
+#define COTAN_OP_NAME_CASE(name, ...) case BinaryOp::name: return #name;
+  switch (op) { COTAN_BINARY_OPS(COTAN_OP_NAME_CASE) }
+#undef COTAN_OP_NAME_CASE
+  return "?";
+}
+constexpr std::string_view op_name(ReduceOp op) {
+#define COTAN_OP_NAME_CASE(name) case ReduceOp::name: return #name;
+  switch (op) { COTAN_REDUCE_OPS(COTAN_OP_NAME_CASE) }
+#undef COTAN_OP_NAME_CASE
+  return "?";
+}
+// Whether a unary op is defined on integer dtypes (neg, abs, sign, square, relu, clamp,
+// logical_not); the others are floating only.
+constexpr bool accepts_integers(UnaryOp op) {
+#define COTAN_OP_INTEGERS_CASE(name, integers) case UnaryOp::name: return integers;
+  switch (op) { COTAN_UNARY_OPS(COTAN_OP_INTEGERS_CASE) }
+#undef COTAN_OP_INTEGERS_CASE
+  return false;
+}
+// eq .. ge, logical_and, logical_or: bool result.
+constexpr bool is_comparison(BinaryOp op) {
+#define COTAN_OP_COMPARISON_CASE(name, comparison) case BinaryOp::name: return comparison;
+  switch (op) { COTAN_BINARY_OPS(COTAN_OP_COMPARISON_CASE) }
+#undef COTAN_OP_COMPARISON_CASE
+  return false;
+}
+
+// Calls f(std::integral_constant<UnaryOp, op>()): turns a runtime op into a template argument
+// (the CUDA kernels are templates on the op). Every op of the list is a case.
+template <class F>
+decltype(auto) with_unary_op(UnaryOp op, F&& f) {
+  switch (op) {
+#define COTAN_OP_TAG_CASE(name, ...) \
+  case UnaryOp::name: return f(std::integral_constant<UnaryOp, UnaryOp::name>());
+    COTAN_UNARY_OPS(COTAN_OP_TAG_CASE)
+#undef COTAN_OP_TAG_CASE
+  }
+  return f(std::integral_constant<UnaryOp, UnaryOp::neg>());  // not reached: every op is a case
+}
+template <class F>
+decltype(auto) with_binary_op(BinaryOp op, F&& f) {
+  switch (op) {
+#define COTAN_OP_TAG_CASE(name, ...) \
+  case BinaryOp::name: return f(std::integral_constant<BinaryOp, BinaryOp::name>());
+    COTAN_BINARY_OPS(COTAN_OP_TAG_CASE)
+#undef COTAN_OP_TAG_CASE
+  }
+  return f(std::integral_constant<BinaryOp, BinaryOp::add>());  // not reached
+}
 
 class Backend {
  public:

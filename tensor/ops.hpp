@@ -48,6 +48,7 @@ Tensor sigmoid(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu_tanh(const Tensor& x);
+Tensor softplus(const Tensor& x);  // log(1 + e^x), computed without overflow
 Tensor abs(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor reciprocal(const Tensor& x);

@@ -87,6 +87,12 @@ Tensor gelu_tanh(const Tensor& x) {
   });
 }
 
+Tensor softplus(const Tensor& x) {
+  // d log(1 + e^x) = sigmoid(x)
+  return record("softplus", unary_kernel(UnaryOp::softplus, x), {x},
+                [x = x.detach()](const Tensor& g) { return std::vector{g * sigmoid(x)}; });
+}
+
 Tensor abs(const Tensor& x) {
   return record("abs", unary_kernel(UnaryOp::abs, x), {x},
                 [x = x.detach()](const Tensor& g) { return std::vector{g * sign(x)}; });

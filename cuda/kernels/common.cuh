@@ -19,6 +19,7 @@
 #include "cuda/kernels/target.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/shape.hpp"
+#include "tensor/unary_math.hpp"
 
 namespace cotan::COTAN_KERNELS {
 
@@ -47,32 +48,7 @@ SIMT_HOST_DEVICE compute_t<T> load(const T* p) {
   return convert_to<compute_t<T>>(*p);
 }
 
-// ---- device math ----
-// The C library names, which both nvcc (device) and g++ (host libm) provide for float and double.
-namespace math {
-SIMT_DEVICE float exp(float x) { return ::expf(x); }
-SIMT_DEVICE double exp(double x) { return ::exp(x); }
-SIMT_DEVICE float log(float x) { return ::logf(x); }
-SIMT_DEVICE double log(double x) { return ::log(x); }
-SIMT_DEVICE float sqrt(float x) { return ::sqrtf(x); }
-SIMT_DEVICE double sqrt(double x) { return ::sqrt(x); }
-SIMT_DEVICE float tanh(float x) { return ::tanhf(x); }
-SIMT_DEVICE double tanh(double x) { return ::tanh(x); }
-SIMT_DEVICE float sin(float x) { return ::sinf(x); }
-SIMT_DEVICE double sin(double x) { return ::sin(x); }
-SIMT_DEVICE float cos(float x) { return ::cosf(x); }
-SIMT_DEVICE double cos(double x) { return ::cos(x); }
-SIMT_DEVICE float pow(float x, float y) { return ::powf(x, y); }
-SIMT_DEVICE double pow(double x, double y) { return ::pow(x, y); }
-SIMT_DEVICE float abs(float x) { return ::fabsf(x); }
-SIMT_DEVICE double abs(double x) { return ::fabs(x); }
-SIMT_DEVICE double floor(double x) { return ::floor(x); }
-template <class C>
-SIMT_DEVICE bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>) return v != v;
-  else return false;
-}
-}  // namespace math
+// ---- device math: cotan::math (tensor/unary_math.hpp), the C library names on both sides ----
 
 // ---- strided indexing ----
 

@@ -11,62 +11,6 @@
 namespace cotan::COTAN_KERNELS {
 namespace {
 
-template <UnaryOp Op>
-using UnaryTag = std::integral_constant<UnaryOp, Op>;
-template <BinaryOp Op>
-using BinaryTag = std::integral_constant<BinaryOp, Op>;
-
-// Calls f(UnaryTag<op>()): turns the runtime op into a kernel template argument.
-template <class F>
-void with_unary_op(UnaryOp op, F&& f) {
-  switch (op) {
-    case UnaryOp::neg: return f(UnaryTag<UnaryOp::neg>());
-    case UnaryOp::exp: return f(UnaryTag<UnaryOp::exp>());
-    case UnaryOp::log: return f(UnaryTag<UnaryOp::log>());
-    case UnaryOp::sqrt: return f(UnaryTag<UnaryOp::sqrt>());
-    case UnaryOp::rsqrt: return f(UnaryTag<UnaryOp::rsqrt>());
-    case UnaryOp::tanh: return f(UnaryTag<UnaryOp::tanh>());
-    case UnaryOp::sigmoid: return f(UnaryTag<UnaryOp::sigmoid>());
-    case UnaryOp::silu: return f(UnaryTag<UnaryOp::silu>());
-    case UnaryOp::relu: return f(UnaryTag<UnaryOp::relu>());
-    case UnaryOp::gelu_tanh: return f(UnaryTag<UnaryOp::gelu_tanh>());
-    case UnaryOp::abs: return f(UnaryTag<UnaryOp::abs>());
-    case UnaryOp::clamp: return f(UnaryTag<UnaryOp::clamp>());
-    case UnaryOp::pow: return f(UnaryTag<UnaryOp::pow>());
-    case UnaryOp::sign: return f(UnaryTag<UnaryOp::sign>());
-    case UnaryOp::logical_not: return f(UnaryTag<UnaryOp::logical_not>());
-    case UnaryOp::square: return f(UnaryTag<UnaryOp::square>());
-    case UnaryOp::reciprocal: return f(UnaryTag<UnaryOp::reciprocal>());
-  }
-  fail("unary", "unknown unary op ", int(op));
-}
-
-template <class F>
-void with_binary_op(BinaryOp op, F&& f) {
-  switch (op) {
-    case BinaryOp::add: return f(BinaryTag<BinaryOp::add>());
-    case BinaryOp::sub: return f(BinaryTag<BinaryOp::sub>());
-    case BinaryOp::mul: return f(BinaryTag<BinaryOp::mul>());
-    case BinaryOp::div: return f(BinaryTag<BinaryOp::div>());
-    case BinaryOp::maximum: return f(BinaryTag<BinaryOp::maximum>());
-    case BinaryOp::minimum: return f(BinaryTag<BinaryOp::minimum>());
-    case BinaryOp::eq: return f(BinaryTag<BinaryOp::eq>());
-    case BinaryOp::ne: return f(BinaryTag<BinaryOp::ne>());
-    case BinaryOp::lt: return f(BinaryTag<BinaryOp::lt>());
-    case BinaryOp::le: return f(BinaryTag<BinaryOp::le>());
-    case BinaryOp::gt: return f(BinaryTag<BinaryOp::gt>());
-    case BinaryOp::ge: return f(BinaryTag<BinaryOp::ge>());
-    case BinaryOp::logical_and: return f(BinaryTag<BinaryOp::logical_and>());
-    case BinaryOp::logical_or: return f(BinaryTag<BinaryOp::logical_or>());
-  }
-  fail("binary", "unknown binary op ", int(op));
-}
-
-constexpr bool int_friendly(UnaryOp op) {
-  return op == UnaryOp::neg || op == UnaryOp::abs || op == UnaryOp::sign || op == UnaryOp::square ||
-         op == UnaryOp::relu || op == UnaryOp::clamp || op == UnaryOp::logical_not;
-}
-
 // Integer clamp bounds: the tightest integers inside [lo, hi], saturated to T's range.
 template <class T>
 T int_bound(double v, bool lower) {
@@ -93,7 +37,7 @@ Tensor unary_typed(UnaryOp op, const Tensor& x, double a, double b) {
   const LaunchSize size = grid_stride_launch(n);
   with_unary_op(op, [&](auto tag) {
     constexpr UnaryOp Op = decltype(tag)::value;
-    if constexpr (Op == UnaryOp::logical_not || (std::is_integral_v<T> && !int_friendly(Op))) {
+    if constexpr (Op == UnaryOp::logical_not || (std::is_integral_v<T> && !accepts_integers(Op))) {
       fail(op_name(op), "no kernel for dtype ", dtype_v<T>);  // ruled out by unary()
     } else if (x.is_contiguous()) {
       simt::launch(unary_contiguous_kernel<Op, T>, size.grid, size.block, 0, n, in, y, ca, cb);
@@ -177,7 +121,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
   const DType t = x.dtype();
   if (op == UnaryOp::logical_not)
     return dispatch_dtype(t, [&](auto tag) { return logical_not_typed<decltype(tag)>(x); });
-  if (!is_floating(t) && !int_friendly(op)) fail(op_name(op), "expects a floating dtype, got ", t);
+  if (!is_floating(t) && !accepts_integers(op)) fail(op_name(op), "expects a floating dtype, got ", t);
   switch (t) {
     case DType::f64: return unary_typed<double>(op, x, a, b);
     case DType::f32: return unary_typed<float>(op, x, a, b);

@@ -1,80 +1,26 @@
-// Elementwise kernels: unary, binary (operands broadcast through their strides), where. The
-// scalar functions are the CPU backend's (tensor/cpu/elementwise.cpp) term for term: floating
-// ops compute in compute_t<T> (bf16 in float), integers wrap (two's complement), comparisons
-// and logical ops give bool, NaN propagates through maximum, minimum, relu, clamp and sign.
+// Elementwise kernels: unary, binary (operands broadcast through their strides), where. The unary
+// functions are the ones the CPU backend uses (tensor/unary_math.hpp); the binary ones are the CPU
+// backend's (tensor/cpu/elementwise.cpp) term for term: integers wrap (two's complement),
+// comparisons and logical ops give bool, NaN propagates through maximum and minimum.
 // Every kernel has a contiguous form (all operands indexed by i) and a strided one
 // (StridedLayout over the inputs; the output is always fresh and contiguous).
 #pragma once
 
 #include "cuda/kernels/common.cuh"
 #include "tensor/op_table.hpp"
+#include "tensor/unary_math.hpp"
 
 namespace cotan::COTAN_KERNELS {
 
 // ---- unary ----
-
-// Floating unary ops; a and b are clamp's bounds and pow's exponent.
-template <UnaryOp Op, class C>
-SIMT_DEVICE C unary_float(C x, C a, C b) {
-  constexpr C zero = C(0), one = C(1), half = C(0.5);
-  if constexpr (Op == UnaryOp::neg) return -x;
-  else if constexpr (Op == UnaryOp::exp) return math::exp(x);
-  else if constexpr (Op == UnaryOp::log) return math::log(x);
-  else if constexpr (Op == UnaryOp::sqrt) return math::sqrt(x);
-  else if constexpr (Op == UnaryOp::rsqrt) return one / math::sqrt(x);
-  else if constexpr (Op == UnaryOp::tanh) return math::tanh(x);
-  // 1 / (1 + e^-x): e^-x overflows to inf (result 0) or underflows to 0 (result 1), never NaN.
-  else if constexpr (Op == UnaryOp::sigmoid) return one / (one + math::exp(-x));
-  else if constexpr (Op == UnaryOp::silu) return x * (one / (one + math::exp(-x)));
-  else if constexpr (Op == UnaryOp::gelu_tanh) {
-    constexpr C sqrt_2_over_pi = C(0.7978845608028654);
-    constexpr C cubic = C(0.044715);
-    return half * x * (one + math::tanh(sqrt_2_over_pi * (x + cubic * (x * x * x))));
-  } else if constexpr (Op == UnaryOp::abs) return math::abs(x);
-  else if constexpr (Op == UnaryOp::square) return x * x;
-  else if constexpr (Op == UnaryOp::reciprocal) return one / x;
-  else if constexpr (Op == UnaryOp::relu) return x < zero ? zero : x;
-  else if constexpr (Op == UnaryOp::clamp) {  // min(max(x, lo), hi): hi wins when lo > hi
-    const C v = x < a ? a : x;
-    return v > b ? b : v;
-  } else if constexpr (Op == UnaryOp::sign) return x > zero ? one : (x < zero ? -one : x);
-  else if constexpr (Op == UnaryOp::pow) {
-    if (a == C(2)) return x * x;
-    if (a == C(1)) return x;
-    if (a == C(0.5)) return math::sqrt(x);
-    if (a == C(-1)) return one / x;
-    return math::pow(x, a);
-  } else {
-    static_assert(Op == UnaryOp::neg, "no floating kernel for this op");
-    return x;
-  }
-}
-
-// Integer unary ops (neg, abs, square, sign, relu, clamp); lo and hi are clamp's integer bounds.
-template <UnaryOp Op, class T>
-SIMT_DEVICE T unary_int(T x, T lo, T hi) {
-  using U = std::make_unsigned_t<T>;
-  if constexpr (Op == UnaryOp::neg) return T(U(0) - U(x));
-  else if constexpr (Op == UnaryOp::abs) return x < 0 ? T(U(0) - U(x)) : x;
-  else if constexpr (Op == UnaryOp::square) return T(U(x) * U(x));
-  else if constexpr (Op == UnaryOp::sign) return T((x > 0) - (x < 0));
-  else if constexpr (Op == UnaryOp::relu) return x < 0 ? T(0) : x;
-  else if constexpr (Op == UnaryOp::clamp) {
-    const T v = x < lo ? lo : x;
-    return v > hi ? hi : v;
-  } else {
-    static_assert(Op == UnaryOp::neg, "no integer kernel for this op");
-    return x;
-  }
-}
 
 // y = op(x) for storage type T; a and b already in T's compute type (clamp bounds of integer
 // types already rounded inwards and saturated).
 template <UnaryOp Op, class T>
 SIMT_DEVICE T unary_value(T x, compute_t<T> a, compute_t<T> b) {
   if constexpr (Op == UnaryOp::logical_not) return x;  // see logical_not_kernel
-  else if constexpr (std::is_integral_v<T>) return unary_int<Op>(x, a, b);
-  else return convert_to<T>(unary_float<Op>(convert_to<compute_t<T>>(x), a, b));
+  else if constexpr (std::is_integral_v<T>) return unary_math::integer<Op>(x, T(a), T(b));
+  else return convert_to<T>(unary_math::floating<Op>(convert_to<compute_t<T>>(x), a, b));
 }
 
 template <UnaryOp Op, class T>

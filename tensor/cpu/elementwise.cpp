@@ -2,7 +2,8 @@
 // kernel walks its operands as runs along the innermost collapsed dimension
 // (elementwise_loops.hpp); a run whose operands are all unit-stride (or broadcast scalars) takes
 // a vectorizable loop, anything else a strided one. Floating unary math goes through Eigen's
-// array maps (SIMD exp, log, tanh, sqrt); bf16 is computed in f32 tiles.
+// array maps (SIMD exp, log, tanh, sqrt), with libm on the lanes where Eigen's special values
+// differ from it (vector_math.hpp); bf16 is computed in f32 tiles.
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -15,6 +16,8 @@
 
 #include "tensor/cpu/backend.hpp"
 #include "tensor/cpu/elementwise_loops.hpp"
+#include "tensor/cpu/vector_math.hpp"
+#include "tensor/unary_math.hpp"
 
 namespace cotan::cpu {
 
@@ -33,67 +36,86 @@ template <> struct SameSizeBits<2> { using type = uint16_t; };
 template <> struct SameSizeBits<4> { using type = uint32_t; };
 template <> struct SameSizeBits<8> { using type = uint64_t; };
 
-bool int_friendly(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::neg: case UnaryOp::abs: case UnaryOp::sign: case UnaryOp::square:
-    case UnaryOp::relu: case UnaryOp::clamp: case UnaryOp::logical_not:
-      return true;
-    default:
-      return false;
-  }
-}
-
 // ---- unary ----
+
+// The vector form of a floating unary op over n contiguous compute-type elements: Eigen's packet
+// math, then the scalar definition (`scalar`, tensor/unary_math.hpp) on the lanes outside the
+// packet code's exact range (vector_math.hpp), so that special values come out as in the scalar
+// path and the CUDA kernels. Returns false for ops without a vector form: the caller loops.
+template <UnaryOp Op, class C, class Scalar>
+bool vector_unary(const C* xp, C* yp, int64_t n, C a, Scalar scalar) {
+  using Array = Eigen::Array<C, Eigen::Dynamic, 1>;
+  using R = VectorRange<C>;
+  Eigen::Map<const Array> x(xp, n);
+  Eigen::Map<Array> y(yp, n);
+  constexpr C one = C(1), half = C(0.5);
+  auto positive = [](C v) { return R::positive_normal(v); };
+  auto exp_of_minus = [](C v) { return R::exp_exact(-v); };
+  // neg is not here: Eigen's AVX-512 negation is 0 - x, which makes -(+0) +0.
+  if constexpr (Op == UnaryOp::abs) y = x.abs();
+  else if constexpr (Op == UnaryOp::square) y = x.square();
+  else if constexpr (Op == UnaryOp::reciprocal) y = x.inverse();
+  else if constexpr (Op == UnaryOp::exp) {
+    y = x.exp();
+    redo_inexact(xp, yp, n, [](C v) { return R::exp_exact(v); }, scalar);
+  } else if constexpr (Op == UnaryOp::log) {
+    y = x.log();
+    redo_inexact(xp, yp, n, positive, scalar);
+  } else if constexpr (Op == UnaryOp::sqrt) {
+    y = x.sqrt();
+    redo_inexact(xp, yp, n, positive, scalar);
+  } else if constexpr (Op == UnaryOp::rsqrt) {
+    y = x.sqrt().inverse();
+    redo_inexact(xp, yp, n, positive, scalar);
+  } else if constexpr (Op == UnaryOp::tanh) {
+    y = x.tanh();
+    redo_inexact(xp, yp, n, [](C v) { return R::tanh_exact(v); }, scalar);
+  } else if constexpr (Op == UnaryOp::sigmoid) {
+    y = (one + (-x).exp()).inverse();
+    redo_inexact(xp, yp, n, exp_of_minus, scalar);
+  } else if constexpr (Op == UnaryOp::silu) {
+    y = x * (one + (-x).exp()).inverse();
+    redo_inexact(xp, yp, n, exp_of_minus, scalar);
+  } else if constexpr (Op == UnaryOp::gelu_tanh) {
+    y = half * x * (one + (unary_math::kGeluK<C> * (x + unary_math::kGeluCubic<C> * x.cube())).tanh());
+    redo_inexact(xp, yp, n, [](C v) { return R::gelu_exact(v); }, scalar);
+  } else if constexpr (Op == UnaryOp::pow) {
+    if (a == C(2)) y = x.square();
+    else if (a == C(1)) y = x;
+    else if (a == C(-1)) y = x.inverse();
+    else if (a == C(0.5)) {
+      y = x.sqrt();
+      redo_inexact(xp, yp, n, positive, scalar);
+    } else {
+      // The packet pow is exact for positive normal x with a normal result; the scalar
+      // definition elsewhere (x <= 0, where integer exponents keep the sign; overflow, underflow).
+      y = x.pow(a);
+      auto exact = [&](int64_t i) { return R::positive_normal(xp[i]) && R::normal(yp[i]); };
+      bool any = false;
+      for (int64_t i = 0; i < n; ++i) any |= !exact(i);
+      if (any)
+        for (int64_t i = 0; i < n; ++i)
+          if (!exact(i)) yp[i] = scalar(xp[i]);
+    }
+  } else {
+    return false;  // neg, relu, clamp, sign (the scalar loop vectorizes), softplus
+  }
+  return true;
+}
 
 // y = op(x) over n contiguous compute-type elements.
 template <class C>
 void float_unary(UnaryOp op, const C* xp, C* yp, int64_t n, C a, C b) {
-  using Array = Eigen::Array<C, Eigen::Dynamic, 1>;
-  Eigen::Map<const Array> x(xp, n);
-  Eigen::Map<Array> y(yp, n);
-  constexpr C zero = C(0), one = C(1), half = C(0.5);
-  switch (op) {
-    case UnaryOp::neg: y = -x; return;
-    case UnaryOp::exp: y = x.exp(); return;
-    case UnaryOp::log: y = x.log(); return;
-    case UnaryOp::sqrt: y = x.sqrt(); return;
-    case UnaryOp::rsqrt: y = x.sqrt().inverse(); return;
-    case UnaryOp::tanh: y = x.tanh(); return;
-    // 1 / (1 + e^-x): e^-x overflows to inf (result 0) or underflows to 0 (result 1), never NaN.
-    case UnaryOp::sigmoid: y = (one + (-x).exp()).inverse(); return;
-    case UnaryOp::silu: y = x * (one + (-x).exp()).inverse(); return;
-    case UnaryOp::gelu_tanh: {
-      constexpr C k = C(0.7978845608028654);  // sqrt(2 / pi)
-      constexpr C cubic = C(0.044715);
-      y = half * x * (one + (k * (x + cubic * x.cube())).tanh());
-      return;
+  with_unary_op(op, [&](auto tag) {
+    constexpr UnaryOp Op = decltype(tag)::value;
+    if constexpr (Op == UnaryOp::logical_not) {
+      fail(op_name(op), "has a bool result: no floating kernel");  // unary_logical_not serves it
+    } else {
+      auto scalar = [a, b](C v) { return unary_math::floating<Op>(v, a, b); };
+      if (!vector_unary<Op>(xp, yp, n, a, scalar))
+        for (int64_t i = 0; i < n; ++i) yp[i] = scalar(xp[i]);
     }
-    case UnaryOp::abs: y = x.abs(); return;
-    case UnaryOp::square: y = x.square(); return;
-    case UnaryOp::reciprocal: y = x.inverse(); return;
-    // The comparisons below keep NaN as NaN (a NaN fails every test and falls through to x).
-    case UnaryOp::relu:
-      for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] < zero ? zero : xp[i];
-      return;
-    case UnaryOp::clamp:  // min(max(x, lo), hi): hi wins when lo > hi
-      for (int64_t i = 0; i < n; ++i) {
-        C v = xp[i] < a ? a : xp[i];
-        yp[i] = v > b ? b : v;
-      }
-      return;
-    case UnaryOp::sign:
-      for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] > zero ? one : (xp[i] < zero ? -one : xp[i]);
-      return;
-    case UnaryOp::pow:
-      if (a == C(2)) y = x.square();
-      else if (a == C(1)) y = x;
-      else if (a == C(0.5)) y = x.sqrt();
-      else if (a == C(-1)) y = x.inverse();
-      else y = x.pow(a);
-      return;
-    case UnaryOp::logical_not: break;  // handled by unary_logical_not
-  }
-  fail(op_name(op), "no floating kernel");
+  });
 }
 
 // Integer clamp bounds: the tightest integers inside [lo, hi], saturated to T's range.
@@ -105,25 +127,17 @@ T int_bound(double v, bool lower) {
   return T(r);
 }
 
-// Integer arithmetic wraps (two's complement) instead of overflowing.
+// Integer arithmetic wraps (two's complement) instead of overflowing (tensor/unary_math.hpp).
 template <class T>
 void int_unary(UnaryOp op, const T* x, T* y, int64_t n, T lo, T hi) {
-  using U = std::make_unsigned_t<T>;
-  switch (op) {
-    case UnaryOp::neg: for (int64_t i = 0; i < n; ++i) y[i] = T(U(0) - U(x[i])); return;
-    case UnaryOp::abs: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? T(U(0) - U(x[i])) : x[i]; return;
-    case UnaryOp::square: for (int64_t i = 0; i < n; ++i) y[i] = T(U(x[i]) * U(x[i])); return;
-    case UnaryOp::sign: for (int64_t i = 0; i < n; ++i) y[i] = T((x[i] > 0) - (x[i] < 0)); return;
-    case UnaryOp::relu: for (int64_t i = 0; i < n; ++i) y[i] = x[i] < 0 ? T(0) : x[i]; return;
-    case UnaryOp::clamp:
-      for (int64_t i = 0; i < n; ++i) {
-        T v = x[i] < lo ? lo : x[i];
-        y[i] = v > hi ? hi : v;
-      }
-      return;
-    default: break;
-  }
-  fail(op_name(op), "no integer kernel");
+  with_unary_op(op, [&](auto tag) {
+    constexpr UnaryOp Op = decltype(tag)::value;
+    if constexpr (!accepts_integers(Op) || Op == UnaryOp::logical_not) {
+      fail(op_name(op), "no integer kernel");
+    } else {
+      for (int64_t i = 0; i < n; ++i) y[i] = unary_math::integer<Op>(x[i], lo, hi);
+    }
+  });
 }
 
 template <class T>
@@ -269,7 +283,7 @@ Tensor CpuBackend::unary(UnaryOp op, const Tensor& x, double a, double b) {
   const DType t = x.dtype();
   if (op == UnaryOp::logical_not)
     return dispatch_dtype(t, [&](auto tag) { return unary_logical_not<decltype(tag)>(x); });
-  if (!is_floating(t) && !int_friendly(op)) fail(op_name(op), "expects a floating dtype, got ", t);
+  if (!is_floating(t) && !accepts_integers(op)) fail(op_name(op), "expects a floating dtype, got ", t);
   if (t == DType::boolean) fail(op_name(op), "expects a numeric dtype, got bool");
   switch (t) {
     case DType::f64: return unary_typed<double>(op, x, a, b);

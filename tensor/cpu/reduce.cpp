@@ -24,6 +24,7 @@
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/cpu/reduce_policy.hpp"
 #include "tensor/cpu/reduce_walk.hpp"
+#include "tensor/cpu/vector_math.hpp"
 
 namespace cotan::cpu {
 
@@ -292,6 +293,7 @@ void softmax_lines(SoftmaxKind kind, const Tensor& x, int64_t axis, const Tensor
     C m = fold_row<Max>(row, length, 0);
     if (!std::isfinite(m)) m = C(0);
     e = (Eigen::Map<const Line>(row, length) - m).exp();
+    repair_exp(row, m, e.data(), length);  // exp(-inf) = 0 exactly, underflow as in libm
     const double s = fold_row<SumPolicy<C>>(e.data(), length, 0);
     if (kind == SoftmaxKind::softmax) {
       const C scale = C(1.0 / s);
@@ -308,9 +310,15 @@ void softmax_lines(SoftmaxKind kind, const Tensor& x, int64_t axis, const Tensor
     C m[kLineBlock];
     double s[kLineBlock];
     Block a;
+    Block shifted;
     auto shifted_row = [&](int64_t i) {  // a = x[i, :] - m
       const T* p = src + in + i * step;
       for (int64_t j = 0; j < width; ++j) a[j] = to_compute(p[j]) - m[j];
+    };
+    auto exp_row = [&] {  // a = exp(a), with libm's values outside the packet exp's exact range
+      shifted.head(width) = a.head(width);
+      a.head(width) = a.head(width).exp();
+      repair_exp(shifted.data(), C(0), a.data(), width);
     };
     for (int64_t j = 0; j < width; ++j) m[j] = Max::identity();
     for (int64_t i = 0; i < length; ++i) {
@@ -323,7 +331,7 @@ void softmax_lines(SoftmaxKind kind, const Tensor& x, int64_t axis, const Tensor
     }
     for (int64_t i = 0; i < length; ++i) {
       shifted_row(i);
-      a.head(width) = a.head(width).exp();
+      exp_row();
       for (int64_t j = 0; j < width; ++j) s[j] += double(a[j]);
     }
     if (kind == SoftmaxKind::logsumexp) {
@@ -336,7 +344,7 @@ void softmax_lines(SoftmaxKind kind, const Tensor& x, int64_t axis, const Tensor
       shifted_row(i);
       T* q = dst + to + i * out_step;
       if (kind == SoftmaxKind::softmax) {
-        a.head(width) = a.head(width).exp();
+        exp_row();
         for (int64_t j = 0; j < width; ++j) q[j] = convert<T>(a[j] * factor[j]);
       } else {
         for (int64_t j = 0; j < width; ++j) q[j] = convert<T>(a[j] - factor[j]);

@@ -109,6 +109,7 @@ std::vector<UnaryCase> unary_cases() {
       {UnaryOp::relu, 0, 0, -4, 4, [](double x) { return x > 0 ? x : 0.0; }},
       {UnaryOp::gelu_tanh, 0, 0, -6, 6,
        [](double x) { return 0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x))); }},
+      {UnaryOp::softplus, 0, 0, -30, 30, [](double x) { return std::log1p(std::exp(x)); }},
       {UnaryOp::abs, 0, 0, -4, 4, [](double x) { return std::abs(x); }},
       {UnaryOp::clamp, -1, 2, -4, 4, [](double x) { return std::min(std::max(x, -1.0), 2.0); }},
       {UnaryOp::pow, 2.5, 0, 0.01, 4, [](double x) { return std::pow(x, 2.5); }},
