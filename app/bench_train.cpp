@@ -104,6 +104,7 @@ struct Side {
 }  // namespace
 
 int bench_train(const Args& args) {
+  const std::string kind_help = "the student's attention kind: " + nn::attention_kind_names();
   po::options_description options("cotan bench train");
   options.add_options()
       ("help,h", "this message")
@@ -113,8 +114,7 @@ int bench_train(const Args& args) {
       ("steps", po::value<int>()->default_value(10), "timed steps of each side (the median is reported)")
       ("warmup", po::value<int>()->default_value(2), "untimed steps of each side first")
       ("block", po::value<int>()->default_value(1), "steps per turn when cotan and PyTorch alternate")
-      ("kind", po::value<std::string>()->default_value("affine"),
-       "the student's attention kind: softmax, sink, affine, gated, affine_gated")
+      ("kind", po::value<std::string>()->default_value("affine"), kind_help.c_str())
       ("phi", po::value<std::string>()->default_value("linear_clip"), "affine kinds: linear_clip or sigmoid")
       ("threads", po::value<int>()->default_value(2), "CPU threads for cotan and PyTorch")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (PyTorch: CPU only)")

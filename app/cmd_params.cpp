@@ -1,4 +1,5 @@
-// cotan params: parameter counts of a config and the overhead of its attention kind.
+// cotan params: parameter counts of a config and the overhead of its attention kind, with the
+// parameters the kind adds to every layer (from the table in nn/attention_kinds.hpp).
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -16,13 +17,13 @@ int cmd_params(const Args& args) {
   po::options_description opts("cotan params [options]");
   opts.add_options()("help,h", "show this help")(
       "config", po::value(&config_name)->default_value(config_name), "preset name, config.json or model directory")(
-      "attention", po::value(&kind)->default_value(kind), "softmax | sink | affine | gated | affine_gated")(
+      "attention", po::value(&kind)->default_value(kind), ("attention kind: " + nn::attention_kind_names(" | ")).c_str())(
       "json", "print JSON");
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(opts).run(), vm);
   po::notify(vm);
   if (vm.count("help")) {
-    std::cout << opts;
+    std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help();
     return 0;
   }
   nn::ModelConfig base = nn::load_config(config_name);
@@ -30,6 +31,8 @@ int cmd_params(const Args& args) {
   nn::ModelConfig with = base;
   with.attention.kind = nn::parse_attention_kind(kind);
   int64_t total = nn::CausalLM(with).num_params(), softmax = nn::CausalLM(base).num_params();
+  const nn::AttentionKindInfo& info = nn::attention_kind(with.attention.kind);
+  const nn::AttentionSizes sizes{with.hidden_size, with.num_heads, with.dim_per_head()};
   if (vm.count("json")) {
     Json j = Json::object();
     j["config"] = config_name;
@@ -37,10 +40,21 @@ int cmd_params(const Args& args) {
     j["total"] = total;
     j["softmax_total"] = softmax;
     j["overhead"] = total - softmax;
+    Json per_layer = Json::array();
+    for (const nn::ExtraParam& p : info.params) {
+      Json entry = Json::object(), shape = Json::array();
+      for (int64_t n : nn::shape_of(p, sizes)) shape.push_back(n);
+      entry["name"] = p.name;
+      entry["shape"] = shape;
+      per_layer.push_back(entry);
+    }
+    j["per_layer"] = per_layer;
     std::cout << j.dump() << "\n";
   } else {
-    std::cout << "config     " << config_name << "\nattention  " << kind << "\ntotal      " << total
+    std::cout << "config     " << config_name << "\nattention  " << kind << " (" << info.help << ")\ntotal      " << total
               << "\nsoftmax    " << softmax << "\noverhead   " << total - softmax << "\n";
+    for (const nn::ExtraParam& p : info.params)
+      std::cout << "per layer  " << nn::describe(p, sizes) << ": " << p.meaning << "\n";
   }
   return 0;
 }

@@ -207,6 +207,7 @@ int cmd_distill(const Args& args) {
   bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
   train::StudyConfig s = quick ? train::quick_study() : train::default_study();
   std::string loss_spec, attention, resume_dir, device, dtype;
+  const std::string attention_help = "only this kind (" + nn::attention_kind_names() + ")";
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
   opts.add_options()("help,h", "show this help")("quick", "a one-minute version of the study")(
@@ -219,12 +220,12 @@ int cmd_distill(const Args& args) {
       "teacher-steps", po::value(&s.teacher_steps)->default_value(s.teacher_steps), "teacher pretraining steps")(
       "steps", po::value(&s.student_steps)->default_value(s.student_steps), "distillation steps per student")(
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
-      "attention", po::value(&attention), "only this kind (softmax, sink, affine, gated, affine_gated)")(
+      "attention", po::value(&attention), attention_help.c_str())(
       "composed", "use the composed attention instead of the fused kernels");
   add_training_options(opts, s.train, loss_spec, device, dtype);
   po::variables_map vm = parse(args, opts);
   if (vm.count("help")) {
-    std::cout << opts;
+    std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help();
     return 0;
   }
   if (vm.count("resume")) {

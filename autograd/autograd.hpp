@@ -45,9 +45,16 @@ class NoGrad {
   bool previous_;
 };
 
-// True while checkpoint() re-runs a forward pass inside the backward pass: stateful layers read
-// this to avoid updating their buffers a second time.
+// True while checkpoint() re-runs a forward pass inside the backward pass.
 bool recomputing();
+
+// A value a checkpointed forward pass must see unchanged when it is recomputed (a running
+// average, a random draw): the first run of a function under checkpoint() calls compute() and
+// keeps the result; the recomputation returns the kept tensors in the order they were kept,
+// without calling compute(), whatever the captured state says by then. Outside checkpoint() it
+// is compute(). The result is a constant: detached, no gradient flows into it. A recomputation
+// that asks for more values than its first run kept throws "[checkpoint] ...".
+Tensor same_on_recompute(const std::function<Tensor()>& compute);
 
 // Records `y` as the output of `op` applied to `inputs` when grad mode is on and any input is
 // tracked, and returns a new handle of y's data that carries the node (y itself when nothing is

@@ -36,6 +36,21 @@ struct RecomputeScope {
   ~RecomputeScope() { --recompute_depth; }
 };
 
+// The values same_on_recompute() kept for one checkpoint(), as one run of its function sees them:
+// the first run appends to `values`, the recomputation reads them back from `next` on.
+struct KeptFrame {
+  std::vector<Tensor>* values;
+  bool replaying = false;
+  size_t next = 0;
+};
+// The checkpointed functions running now on this thread, innermost last.
+thread_local std::vector<KeptFrame*> kept_frames;
+
+struct KeptScope {
+  explicit KeptScope(KeptFrame& frame) { kept_frames.push_back(&frame); }
+  ~KeptScope() { kept_frames.pop_back(); }
+};
+
 // Every node reachable from `root`, in reverse creation order (outputs before their inputs).
 std::vector<Node*> reverse_topological(Node* root) {
   std::vector<Node*> order, stack{root};
@@ -60,6 +75,26 @@ bool grad_enabled() { return grad_mode; }
 NoGrad::NoGrad() : previous_(grad_mode) { grad_mode = false; }
 NoGrad::~NoGrad() { grad_mode = previous_; }
 bool recomputing() { return recompute_depth > 0; }
+
+Tensor same_on_recompute(const std::function<Tensor()>& compute) {
+  // The innermost replaying checkpoint supplies the value. The checkpoints above it are first
+  // runs (nested checkpoints started by that recomputation, or by no recomputation at all): they
+  // keep the value too, so that their own recomputation replays it in turn.
+  auto replaying = std::find_if(kept_frames.rbegin(), kept_frames.rend(), [](const KeptFrame* f) { return f->replaying; });
+  Tensor value;
+  if (replaying == kept_frames.rend()) {
+    GradModeScope off(false);
+    value = compute().detach();
+  } else {
+    KeptFrame& frame = **replaying;
+    if (frame.next == frame.values->size())
+      fail("checkpoint", "the recomputation asks for more kept values than the ", frame.values->size(),
+           " of its first run: the checkpointed function must take the same path when it runs again");
+    value = (*frame.values)[frame.next++];
+  }
+  for (auto it = kept_frames.rbegin(); it != replaying; ++it) (*it)->values->push_back(value);
+  return value;
+}
 
 Tensor record(const char* op, Tensor y, const std::vector<Tensor>& inputs, Pullback pullback) {
   if (!grad_mode) return y;
@@ -161,23 +196,31 @@ std::pair<Tensor, std::vector<Tensor>> value_and_grad(const Function& f, const s
 }
 
 Tensor checkpoint(const Function& f, const std::vector<Tensor>& inputs) {
+  auto kept = std::make_shared<std::vector<Tensor>>();  // what same_on_recompute() keeps in f
   Tensor y;
   {
     NoGrad no_grad;
+    KeptFrame first{kept.get()};
+    KeptScope keep(first);
     std::vector<Tensor> detached;
     for (const Tensor& x : inputs) detached.push_back(x.detach());
     y = f(detached);
   }
   std::vector<Tensor> saved;
   for (const Tensor& x : inputs) saved.push_back(x.detach());
-  return record("checkpoint", y, inputs, [f, saved](const Tensor& g) {
+  return record("checkpoint", y, inputs, [f, saved, kept](const Tensor& g) {
     RecomputeScope scope;
     std::vector<Tensor> leaves;
     for (const Tensor& x : saved) leaves.push_back(is_floating(x.dtype()) ? track(x) : x);
     Tensor recomputed;
     {
       GradModeScope on(true);
+      KeptFrame replay{kept.get(), true};
+      KeptScope keep(replay);
       recomputed = f(leaves);
+      if (replay.next != kept->size())
+        fail("checkpoint", "the recomputation used ", replay.next, " of the ", kept->size(),
+             " values kept by its first run: the checkpointed function must take the same path when it runs again");
     }
     std::vector<Tensor> tracked_leaves, grads(saved.size());
     for (const Tensor& l : leaves)

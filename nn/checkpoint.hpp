@@ -1,9 +1,7 @@
 // HF model directories: config.json plus model.safetensors (or a sharded checkpoint with
 // model.safetensors.index.json). A student saved here loads into HF transformers apart from the
-// extra tensors of the non-softmax kinds, which use these names under model.layers.N.self_attn:
-//   alpha_proj.weight [H, D]   (affine, affine_gated)
-//   sinks [H]                  (sink)
-//   gate_proj.weight [H d, D]  (gated, affine_gated)
+// extra tensors of the non-softmax kinds, under model.layers.N.self_attn with the names of their
+// rows in nn/attention_kinds.hpp (alpha_proj.weight [H, D], sinks [H], gate_proj.weight [H d, D]).
 // Tied models carry no lm_head.weight. The alpha_ma buffers (State) are saved with the training
 // checkpoint, not in the model directory.
 #pragma once

@@ -15,7 +15,6 @@ E parse_enum(std::string_view text, const std::string_view (&names)[N], const ch
   fail("config", "unknown ", what, " '", text, "' (known: ", known, ")");
 }
 
-constexpr std::string_view kKinds[] = {"softmax", "sink", "affine", "gated", "affine_gated"};
 constexpr std::string_view kPhis[] = {"linear_clip", "sigmoid"};
 constexpr std::string_view kAffineN[] = {"visible", "full"};
 
@@ -42,10 +41,8 @@ T optional(const Json& json, std::string_view key, T fallback, std::string_view 
 
 }  // namespace
 
-std::string_view name_of(AttentionKind kind) { return kKinds[int(kind)]; }
 std::string_view name_of(AlphaFn phi) { return kPhis[int(phi)]; }
 std::string_view name_of(AffineN n) { return kAffineN[int(n)]; }
-AttentionKind parse_attention_kind(std::string_view t) { return parse_enum<AttentionKind>(t, kKinds, "attention kind"); }
 AlphaFn parse_alpha_fn(std::string_view t) { return parse_enum<AlphaFn>(t, kPhis, "alpha function"); }
 AffineN parse_affine_n(std::string_view t) { return parse_enum<AffineN>(t, kAffineN, "affine_n"); }
 

@@ -16,25 +16,21 @@
 #include <vector>
 
 #include "nn/attention.hpp"
+#include "nn/attention_kinds.hpp"
 #include "nn/json.hpp"
 #include "tensor/shape.hpp"
 
 namespace cotan::nn {
 
-enum class AttentionKind { softmax, sink, affine, gated, affine_gated };
 enum class AlphaFn { linear_clip, sigmoid };
 enum class AttentionImpl { fused, composed };
 
-std::string_view name_of(AttentionKind kind);
 std::string_view name_of(AlphaFn phi);
 std::string_view name_of(AffineN n);
-// Parsers throw "[config] unknown attention kind 'x' (known: softmax, sink, affine, gated, affine_gated)".
-AttentionKind parse_attention_kind(std::string_view text);
+// Parsers throw "[config] unknown alpha function 'x' (known: linear_clip, sigmoid)". The attention
+// kinds, their names and parser are in nn/attention_kinds.hpp.
 AlphaFn parse_alpha_fn(std::string_view text);
 AffineN parse_affine_n(std::string_view text);
-
-inline bool is_affine(AttentionKind k) { return k == AttentionKind::affine || k == AttentionKind::affine_gated; }
-inline bool is_gated(AttentionKind k) { return k == AttentionKind::gated || k == AttentionKind::affine_gated; }
 
 struct AttentionConfig {
   AttentionKind kind = AttentionKind::softmax;

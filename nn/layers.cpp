@@ -79,51 +79,59 @@ Tensor SwiGLU::apply(const Tensor& x, const ParamView& ps) const {
   return Linear{hidden, dim}.apply(swiglu(g, u), ps.sub("down_proj"));
 }
 
+Tensor linear_clip(const Tensor& z) { return clamp(z * kLinearClipSlope + kLinearClipOffset, 0.0, 1.0); }
+
+Tensor phi(const Tensor& z, AlphaFn fn) { return fn == AlphaFn::linear_clip ? linear_clip(z) : sigmoid(z); }
+
+Tensor output_gate(const Tensor& o, const Tensor& gate_logits) { return o * sigmoid(gate_logits); }
+
+Tensor next_alpha_ma(const Tensor& alpha_ma, const Tensor& alpha, double rho, bool training) {
+  if (alpha_ma.dim() != 1 || alpha.dim() != 3 || alpha.size(1) != alpha_ma.size(0))
+    fail("attention", "alpha_ma must be [H] and alpha [B, H, T], got ", to_string(alpha_ma.shape()), " and ",
+         to_string(alpha.shape()));
+  if (!training) return alpha_ma.detach();
+  return same_on_recompute([&] { return alpha_ma * rho + mean(alpha.detach(), {0, 2}) * (1.0 - rho); });
+}
+
 void Attention::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
   Linear{dim, heads * head_dim, qkv_bias}.specs(s, join(prefix, "q_proj"));
   Linear{dim, kv_heads * head_dim, qkv_bias}.specs(s, join(prefix, "k_proj"));
   Linear{dim, kv_heads * head_dim, qkv_bias}.specs(s, join(prefix, "v_proj"));
   Linear{heads * head_dim, dim}.specs(s, join(prefix, "o_proj"));
-  if (is_affine(options.kind)) Linear{dim, heads}.specs(s, join(prefix, "alpha_proj"));
-  if (options.kind == AttentionKind::sink) s.push_back({join(prefix, "sinks"), {heads}, Init::zeros, false});
-  if (is_gated(options.kind)) Linear{dim, heads * head_dim}.specs(s, join(prefix, "gate_proj"));
+  for (const ExtraParam& p : kind().params) s.push_back({join(prefix, p.name), shape_of(p, sizes()), p.init, p.decay});
 }
 
 void Attention::buffers(State& st, const std::string& prefix, DType dtype) const {
-  if (is_affine(options.kind)) st.buffers[join(prefix, "alpha_ma")] = zeros({heads}, dtype);
+  if (kind().core == CoreKind::affine) st.buffers[join(prefix, "alpha_ma")] = zeros({heads}, dtype);
 }
 
-Tensor Attention::apply(const Tensor& x, const ParamView& ps, State& st, const std::string& prefix,
-                        LayerAnalysis* analysis) const {
+std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, const State& st,
+                                          const std::string& prefix, LayerAnalysis* analysis) const {
   int64_t b = x.size(0), t = x.size(1);
   auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, t, h, head_dim}), {0, 2, 1, 3}); };
+  auto project = [&](const ExtraParam& p) { return matmul(x, transpose(ps[p.name])); };  // x W^T
   Tensor q = heads_first(Linear{dim, heads * head_dim, qkv_bias}.apply(x, ps.sub("q_proj")), heads);
   Tensor k = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("k_proj")), kv_heads);
   Tensor v = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("v_proj")), kv_heads);
   auto [cos, sin] = rope.tables(t, x.dtype(), x.device());
 
+  State next = st;
   AttentionCore core;
   core.q = contiguous(Rope::apply(q, cos, sin));
   core.k = contiguous(Rope::apply(k, cos, sin));
   core.v = contiguous(v);
   core.causal = true;
   core.affine_n = options.affine_n;
-  if (is_affine(options.kind)) {
-    Tensor z = Linear{dim, heads}.apply(x, ps.sub("alpha_proj"));  // [B, T, H]
-    Tensor alpha = options.phi == AlphaFn::linear_clip ? clamp(z * 0.1 + 0.5, 0.0, 1.0) : sigmoid(z);
-    core.alpha = contiguous(permute(alpha, {0, 2, 1}));  // [B, H, T]
+  if (kind().core == CoreKind::affine) {
+    Tensor alpha = phi(project(kAlphaProj), options.phi);  // [B, T, H]
+    core.alpha = contiguous(permute(alpha, {0, 2, 1}));     // [B, H, T]
     std::string key = join(prefix, "alpha_ma");
     auto it = st.buffers.find(key);
     if (it == st.buffers.end()) fail("attention", "state has no buffer '", key, "'");
-    Tensor ma = it->second;
-    if (st.training) {
-      // Updated first, then used for this pass; no gradient flows into the running average.
-      ma = ma * options.rho + mean(core.alpha.detach(), {0, 2}) * (1.0 - options.rho);
-      it->second = ma.detach();
-    }
-    core.alpha_ma = ma.detach();
+    core.alpha_ma = next_alpha_ma(it->second, core.alpha, options.rho, st.training);
+    next.buffers[key] = core.alpha_ma;
   }
-  if (options.kind == AttentionKind::sink) core.sigma = ps["sinks"];
+  if (kind().core == CoreKind::sink) core.sigma = ps[kSinks.name];
   if (analysis) {
     NoGrad no_grad;
     analysis->attention = attention_stats(core);
@@ -136,8 +144,8 @@ Tensor Attention::apply(const Tensor& x, const ParamView& ps, State& st, const s
 
   Tensor o = options.impl == AttentionImpl::fused ? attention_fused(core) : attention_composed(core);
   o = reshape(permute(o, {0, 2, 1, 3}), {b, t, heads * head_dim});
-  if (is_gated(options.kind)) o = o * sigmoid(Linear{dim, heads * head_dim}.apply(x, ps.sub("gate_proj")));
-  return Linear{heads * head_dim, dim}.apply(o, ps.sub("o_proj"));
+  if (kind().gated) o = output_gate(o, project(kGateProj));
+  return {Linear{heads * head_dim, dim}.apply(o, ps.sub("o_proj")), std::move(next)};
 }
 
 void DecoderBlock::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
@@ -147,11 +155,12 @@ void DecoderBlock::specs(std::vector<ParamSpec>& s, const std::string& prefix) c
   mlp.specs(s, join(prefix, "mlp"));
 }
 
-Tensor DecoderBlock::apply(const Tensor& x, const ParamView& ps, State& st, const std::string& prefix,
-                           LayerAnalysis* analysis) const {
-  Tensor h = x + attention.apply(input_norm.apply(x, ps.sub("input_layernorm")), ps.sub("self_attn"), st,
-                                 join(prefix, "self_attn"), analysis);
-  return h + mlp.apply(post_norm.apply(h, ps.sub("post_attention_layernorm")), ps.sub("mlp"));
+std::pair<Tensor, State> DecoderBlock::apply(const Tensor& x, const ParamView& ps, const State& st,
+                                             const std::string& prefix, LayerAnalysis* analysis) const {
+  auto [a, next] = attention.apply(input_norm.apply(x, ps.sub("input_layernorm")), ps.sub("self_attn"), st,
+                                   join(prefix, "self_attn"), analysis);
+  Tensor h = x + a;
+  return {h + mlp.apply(post_norm.apply(h, ps.sub("post_attention_layernorm")), ps.sub("mlp")), std::move(next)};
 }
 
 }  // namespace cotan::nn

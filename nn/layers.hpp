@@ -1,17 +1,43 @@
 // The layers of Llama/Qwen2 decoders (DESIGN.md section 2), each a small description with
 //   specs(prefix)          the parameters it declares, under HF names;
-//   apply(x, ps[, st])     the forward pass (ps: a ParamView at the layer's prefix).
+//   apply(x, ps[, st])     the forward pass (ps: a ParamView at the layer's prefix); layers with
+//                          buffers return (y, st') and never change st.
 // Shapes: x [B, T, D] unless said otherwise; Linear weights are [out, in] as in HF.
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "nn/attention.hpp"
+#include "nn/attention_kinds.hpp"
 #include "nn/config.hpp"
 #include "nn/module.hpp"
 
 namespace cotan::nn {
+
+// The pieces of the attention kinds, for models that assemble their own layers.
+//
+// phi maps the alpha projection z = x W_alpha^T [B, T, H] to alpha in [0, 1]:
+//   linear_clip(z) = clamp(kLinearClipSlope z + kLinearClipOffset, 0, 1)   (derivative 0.1 on
+//                    (-5, 5), 0 outside: alpha saturates at 0 and 1)
+//   sigmoid(z)
+inline constexpr double kLinearClipSlope = 0.1;
+inline constexpr double kLinearClipOffset = 0.5;
+Tensor linear_clip(const Tensor& z);
+Tensor phi(const Tensor& z, AlphaFn fn);
+
+// The output gate of the gated kinds: o * sigmoid(gate_logits), elementwise, both [B, T, H d]
+// with gate_logits = x W_g^T.
+Tensor output_gate(const Tensor& o, const Tensor& gate_logits);
+
+// The running average of alpha that one pass uses, alpha_ma [H] and alpha [B, H, T]:
+//   training:   rho alpha_ma + (1 - rho) mean of alpha over b and t (updated first, then used)
+//   evaluation: alpha_ma (frozen)
+// The result is the alpha_ma of the core and the buffer's next value; it is a constant (no
+// gradient flows into it). Under checkpoint(), the recomputation does not update again: it reuses
+// the first run's value (same_on_recompute), so the recomputed forward pass equals the first.
+Tensor next_alpha_ma(const Tensor& alpha_ma, const Tensor& alpha, double rho, bool training);
 
 struct Linear {
   int64_t in = 0, out = 0;
@@ -61,22 +87,26 @@ struct LayerAnalysis {
   Tensor alpha_std;   // [H] f64
 };
 
-// Self-attention with GQA and every kind of DESIGN.md 1.1. Extra parameters under self_attn:
-//   alpha_proj.weight [H, D]     affine kinds: z = x W_alpha^T, alpha = phi(z)   (normal init)
-//   sinks [H]                    sink: sigma_h                                  (starts at 0)
-//   gate_proj.weight [H d, D]    gated kinds: O' = O * sigmoid(x W_g^T)         (normal init)
-// and one buffer in State: alpha_ma [H] (affine kinds, starts at 0).
+// Self-attention with GQA and every kind of nn/attention_kinds.hpp: the kind's row gives the
+// core (softmax, sink, affine), the gate and the extra parameters under self_attn
+//   alpha_proj.weight [H, D]     affine cores: z = x W_alpha^T, alpha = phi(z)
+//   sinks [H]                    sink core: sigma_h
+//   gate_proj.weight [H d, D]    gated kinds: O' = output_gate(O, x W_g^T)
+// and affine cores have one buffer in State: alpha_ma [H] (starts at 0).
 struct Attention {
   int64_t dim = 0, heads = 0, kv_heads = 0, head_dim = 0;
   bool qkv_bias = false;
   AttentionConfig options;
   Rope rope;
 
+  const AttentionKindInfo& kind() const { return attention_kind(options.kind); }
+  AttentionSizes sizes() const { return {dim, heads, head_dim}; }
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
   void buffers(State& st, const std::string& prefix, DType dtype) const;
-  // x: the normed block input. Updates alpha_ma first in training passes (st.training).
-  Tensor apply(const Tensor& x, const ParamView& ps, State& st, const std::string& prefix,
-               LayerAnalysis* analysis = nullptr) const;
+  // x: the normed block input. Returns the output and the State with alpha_ma replaced by
+  // next_alpha_ma (training passes); st is left as it is.
+  std::pair<Tensor, State> apply(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
+                                 LayerAnalysis* analysis = nullptr) const;
 };
 
 struct DecoderBlock {
@@ -84,8 +114,8 @@ struct DecoderBlock {
   Attention attention;
   SwiGLU mlp;
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
-  Tensor apply(const Tensor& x, const ParamView& ps, State& st, const std::string& prefix,
-               LayerAnalysis* analysis = nullptr) const;
+  std::pair<Tensor, State> apply(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
+                                 LayerAnalysis* analysis = nullptr) const;
 };
 
 }  // namespace cotan::nn

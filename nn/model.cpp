@@ -1,5 +1,7 @@
 #include "nn/model.hpp"
 
+#include <tuple>
+
 #include "autograd/autograd.hpp"
 #include "tensor/ops.hpp"
 
@@ -44,7 +46,8 @@ const Tensor& CausalLM::head_weight(const Params& ps) const {
   return config_.tie_word_embeddings ? view["model.embed_tokens.weight"] : view["lm_head.weight"];
 }
 
-Tensor CausalLM::run(const Tensor& ids, const Params& ps, State& st, std::vector<LayerAnalysis>* analysis) const {
+std::pair<Tensor, State> CausalLM::run(const Tensor& ids, const Params& ps, State st,
+                                       std::vector<LayerAnalysis>* analysis) const {
   if (ids.dim() != 2) fail("model", "token ids must be [batch, seq], got shape ", to_string(ids.shape()));
   if (!is_integral(ids.dtype())) fail("model", "token ids must be i32 or i64, got ", ids.dtype());
   ParamView view(ps);
@@ -54,11 +57,12 @@ Tensor CausalLM::run(const Tensor& ids, const Params& ps, State& st, std::vector
     std::string prefix = layer_prefix(i);
     LayerAnalysis* layer = analysis ? &analysis->emplace_back() : nullptr;
     if (!checkpoint_layers_ || analysis) {
-      x = block.apply(x, view.sub(prefix), st, prefix, layer);
+      std::tie(x, st) = block.apply(x, view.sub(prefix), st, prefix, layer);
       continue;
     }
     // Only this block's own parameters enter the checkpoint, so the recomputation sees the same
-    // values; its State comes from the first run only.
+    // values; its State comes from the first run only (the recomputation's is the same, since
+    // next_alpha_ma replays the first run's value, and is dropped).
     std::vector<std::string> names;
     std::vector<Tensor> inputs{x};
     for (const auto& [name, t] : ps)
@@ -69,21 +73,18 @@ Tensor CausalLM::run(const Tensor& ids, const Params& ps, State& st, std::vector
         [block, names, prefix, before = st, first_state](const std::vector<Tensor>& in) {
           Params local;
           for (size_t k = 0; k < names.size(); ++k) local.emplace(names[k], in[k + 1]);
-          State local_state = before;
-          Tensor y = block.apply(in[0], ParamView(local).sub(prefix), local_state, prefix);
-          if (!recomputing()) *first_state = std::move(local_state);
+          auto [y, after] = block.apply(in[0], ParamView(local).sub(prefix), before, prefix);
+          if (!recomputing()) *first_state = std::move(after);
           return y;
         },
         inputs);
     st = *first_state;
   }
-  return norm_.apply(x, view.sub("model.norm"));
+  return {norm_.apply(x, view.sub("model.norm")), std::move(st)};
 }
 
 std::pair<Tensor, State> CausalLM::hidden(const Tensor& ids, const Params& ps, const State& st) const {
-  State next = st;
-  Tensor h = run(ids, ps, next, nullptr);
-  return {h, next};
+  return run(ids, ps, st, nullptr);
 }
 
 std::pair<Tensor, State> CausalLM::apply(const Tensor& ids, const Params& ps, const State& st) const {
@@ -96,7 +97,7 @@ std::vector<LayerAnalysis> CausalLM::analyze(const Tensor& ids, const Params& ps
   State eval = st;
   eval.training = false;
   std::vector<LayerAnalysis> out;
-  run(ids, ps, eval, &out);
+  run(ids, ps, std::move(eval), &out);
   return out;
 }
 

@@ -41,7 +41,7 @@ class CausalLM {
   std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st) const;
 
  private:
-  Tensor run(const Tensor& ids, const Params& ps, State& st, std::vector<LayerAnalysis>* analysis) const;
+  std::pair<Tensor, State> run(const Tensor& ids, const Params& ps, State st, std::vector<LayerAnalysis>* analysis) const;
 
   ModelConfig config_;
   bool checkpoint_layers_;

@@ -22,19 +22,18 @@ namespace cotan::train {
 namespace fs = std::filesystem;
 
 std::vector<StudyVariant> default_variants() {
-  using nn::AttentionKind;
-  auto make = [](const char* name, AttentionKind kind, nn::AlphaFn phi = nn::AlphaFn::linear_clip) {
-    StudyVariant v{name, {}};
-    v.attention.kind = kind;
-    v.attention.phi = phi;
-    return v;
-  };
-  return {make("softmax", AttentionKind::softmax),
-          make("sink", AttentionKind::sink),
-          make("affine(linear_clip)", AttentionKind::affine),
-          make("affine(sigmoid)", AttentionKind::affine, nn::AlphaFn::sigmoid),
-          make("gated", AttentionKind::gated),
-          make("affine_gated", AttentionKind::affine_gated)};
+  // One student per row of nn::attention_kinds(), or one per phi ("affine(sigmoid)") where the
+  // row asks for it.
+  std::vector<StudyVariant> out;
+  for (const nn::AttentionKindInfo& k : nn::attention_kinds()) {
+    if (!k.study_each_phi) {
+      out.push_back({std::string(k.name), {.kind = k.kind}});
+      continue;
+    }
+    for (nn::AlphaFn phi : {nn::AlphaFn::linear_clip, nn::AlphaFn::sigmoid})
+      out.push_back({cat(k.name, "(", nn::name_of(phi), ")"), {.kind = k.kind, .phi = phi}});
+  }
+  return out;
 }
 
 StudyConfig default_study() {

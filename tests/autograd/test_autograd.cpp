@@ -102,6 +102,53 @@ TEST_CASE("checkpoint gives the same gradients and recomputes in the backward pa
   }
 }
 
+TEST_CASE("same_on_recompute: the recomputation sees the first run's values, nested checkpoints included") {
+  Tensor x = from_vector(std::vector<double>{0.5, -0.25}, {2});
+  // A value that changes every time it is computed, as a running average updated from a
+  // variable the function captures would.
+  double scale = 1;
+  int computed = 0;
+  auto next_scale = [&] {
+    ++computed;
+    scale *= 2;
+    return full({2}, scale, DType::f64);
+  };
+  Function inner = [&](const std::vector<Tensor>& in) { return in[0] * same_on_recompute(next_scale); };
+  Function outer = [&](const std::vector<Tensor>& in) {
+    return checkpoint(inner, {in[0] * same_on_recompute(next_scale)});
+  };
+  auto [y, grads] = value_and_grad([&](const std::vector<Tensor>& in) { return sum(checkpoint(outer, in)); }, {x});
+  // The first run drew 2 and 4; both recomputations (outer, then inner) replayed them.
+  CHECK(computed == 2);
+  CHECK(y.item<double>() == doctest::Approx(8 * 0.25).epsilon(1e-15));
+  CHECK(grads[0].to_vector<double>() == std::vector<double>{8.0, 8.0});
+  // Outside checkpoint() every call computes, and the value is a constant: d/dx x * (3 x)_const = 3 x.
+  auto [v, g] = value_and_grad(
+      [&](const std::vector<Tensor>& in) { return sum(in[0] * same_on_recompute([&] { return in[0] * 3.0; })); }, {x});
+  CHECK(g[0].to_vector<double>() == std::vector<double>{1.5, -0.75});
+  CHECK(computed == 2);
+  CHECK(same_on_recompute(next_scale).to_vector<double>() == std::vector<double>{8.0, 8.0});
+  CHECK(computed == 3);
+}
+
+TEST_CASE("same_on_recompute: a recomputation that takes another path is refused") {
+  Tensor x = from_vector(std::vector<double>{0.5}, {1});
+  auto one = [] { return full({1}, 1.0, DType::f64); };
+  Function fewer = [&](const std::vector<Tensor>& in) { return recomputing() ? in[0] : in[0] * same_on_recompute(one); };
+  Function more = [&](const std::vector<Tensor>& in) { return recomputing() ? in[0] * same_on_recompute(one) : in[0]; };
+  auto run = [&](const Function& f) {
+    return value_and_grad([&](const std::vector<Tensor>& in) { return sum(checkpoint(f, in)); }, {x});
+  };
+  CHECK_THROWS_WITH_AS(run(fewer),
+                       "[checkpoint] the recomputation used 0 of the 1 values kept by its first run: the "
+                       "checkpointed function must take the same path when it runs again",
+                       Error);
+  CHECK_THROWS_WITH_AS(run(more),
+                       "[checkpoint] the recomputation asks for more kept values than the 0 of its first run: the "
+                       "checkpointed function must take the same path when it runs again",
+                       Error);
+}
+
 TEST_CASE("vjp with a non-scalar output") {
   Tensor x = from_vector(std::vector<double>{1, 2, 3}, {3});
   Tensor v = from_vector(std::vector<double>{1, 0, -1}, {3});

@@ -1,9 +1,13 @@
-// Layers and whole models: parameter counts, RoPE and RMSNorm semantics, causality, the
-// alpha_ma schedule, checkpointing and end-to-end gradient checks for every attention kind.
+// Layers and whole models: the table of attention kinds, parameter counts, RoPE and RMSNorm
+// semantics, phi, the gate and the alpha_ma rule, causality, checkpointing (of a whole model and
+// of one attention layer) and end-to-end gradient checks for every attention kind.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
+#include "autograd/autograd.hpp"
 #include "autograd/gradcheck.hpp"
 #include "nn/model.hpp"
 #include "tensor/ops.hpp"
@@ -13,8 +17,12 @@ using namespace cotan::nn;
 
 namespace {
 
-const AttentionKind kAllKinds[] = {AttentionKind::softmax, AttentionKind::sink, AttentionKind::affine,
-                                   AttentionKind::gated, AttentionKind::affine_gated};
+// Every row of the table (nn/attention_kinds.hpp).
+std::vector<AttentionKind> all_kinds() {
+  std::vector<AttentionKind> out;
+  for (const AttentionKindInfo& k : attention_kinds()) out.push_back(k.kind);
+  return out;
+}
 
 ModelConfig micro(AttentionKind kind) {
   ModelConfig c;
@@ -61,6 +69,165 @@ TEST_CASE("parameter counts reproduce the paper's overheads") {
   CHECK(CausalLM(preset("qwen1.5-0.5b")).num_params() == 463987712);
 }
 
+TEST_CASE("the table of attention kinds: names, cores, gates and the parameters each kind declares") {
+  std::vector<std::string> names, affine, gated;
+  for (const AttentionKindInfo& k : attention_kinds()) {
+    CAPTURE(k.name);
+    names.emplace_back(k.name);
+    if (k.core == CoreKind::affine) affine.emplace_back(k.name);
+    if (k.gated) gated.emplace_back(k.name);
+    CHECK(parse_attention_kind(k.name) == k.kind);
+    CHECK(name_of(k.kind) == k.name);
+    CHECK(is_affine(k.kind) == (k.core == CoreKind::affine));
+    CHECK_FALSE(k.help.empty());
+    CHECK(attention_kinds_help().find("  " + std::string(k.name) + " ") != std::string::npos);
+    // The layer declares exactly the row's parameters on top of softmax's, with the row's shapes.
+    CausalLM with(micro(k.kind)), base(micro(AttentionKind::softmax));
+    std::map<std::string, Shape> added;
+    for (const ParamSpec& s : with.param_specs()) added[s.name] = s.shape;
+    for (const ParamSpec& s : base.param_specs()) added.erase(s.name);
+    REQUIRE(added.size() == 2 * k.params.size());  // micro has 2 layers
+    for (const ExtraParam& p : k.params)
+      for (const char* layer : {"model.layers.0.self_attn.", "model.layers.1.self_attn."})
+        CHECK(added.at(layer + std::string(p.name)) == shape_of(p, {8, 2, 4}));
+  }
+  CHECK(names == std::vector<std::string>{"softmax", "sink", "affine", "gated", "affine_gated"});
+  CHECK(affine == std::vector<std::string>{"affine", "affine_gated"});
+  CHECK(gated == std::vector<std::string>{"gated", "affine_gated"});
+  CHECK(attention_kind_names(" | ") == "softmax | sink | affine | gated | affine_gated");
+  CHECK(describe(kAlphaProj) == "alpha_proj.weight [H, D]");
+  CHECK(describe(kSinks) == "sinks [H]");
+  CHECK(describe(kGateProj, {2048, 32, 64}) == "gate_proj.weight [2048, 2048], normal init");
+  CHECK(describe(kSinks, {2048, 32, 64}) == "sinks [32], zeros init");
+}
+
+TEST_CASE("phi, the output gate and next_alpha_ma match their definitions") {
+  const std::vector<double> zv{-7.0, -5.0, -1.0, 0.0, 2.5, 5.0, 6.0};
+  Tensor z = from_vector(zv, {7});
+  auto clipped = linear_clip(z).to_vector<double>(), sig = phi(z, AlphaFn::sigmoid).to_vector<double>();
+  CHECK(phi(z, AlphaFn::linear_clip).to_vector<double>() == clipped);
+  const std::vector<double> expected_clip{0.0, 0.0, 0.4, 0.5, 0.75, 1.0, 1.0};
+  for (size_t i = 0; i < zv.size(); ++i) {
+    CHECK(clipped[i] == doctest::Approx(expected_clip[i]).epsilon(1e-15));
+    CHECK(sig[i] == doctest::Approx(1 / (1 + std::exp(-zv[i]))).epsilon(1e-15));
+  }
+  Tensor o = from_vector(std::vector<double>{2.0, -3.0}, {2}), g = from_vector(std::vector<double>{0.0, 1.5}, {2});
+  auto gatedv = output_gate(o, g).to_vector<double>();
+  CHECK(gatedv[0] == doctest::Approx(1.0).epsilon(1e-15));
+  CHECK(gatedv[1] == doctest::Approx(-3.0 / (1 + std::exp(-1.5))).epsilon(1e-15));
+
+  // alpha [B = 2, H = 2, T = 3]: the update averages over b and t, per head.
+  Tensor ma = from_vector(std::vector<double>{0.2, 0.6}, {2});
+  std::vector<double> av{0.1, 0.2, 0.3, 0.9, 0.8, 0.7, 0.5, 0.5, 0.5, 0.0, 1.0, 0.5};
+  Tensor alpha = from_vector(av, {2, 2, 3});
+  auto trained = next_alpha_ma(ma, alpha, 0.9, true).to_vector<double>();
+  CHECK(trained[0] == doctest::Approx(0.9 * 0.2 + 0.1 * (0.6 + 1.5) / 6).epsilon(1e-15));
+  CHECK(trained[1] == doctest::Approx(0.9 * 0.6 + 0.1 * (2.4 + 1.5) / 6).epsilon(1e-15));
+  CHECK(next_alpha_ma(ma, alpha, 0.9, false).to_vector<double>() == std::vector<double>{0.2, 0.6});
+  // No gradient flows into the running average.
+  auto [value, grads] = cotan::value_and_grad(
+      [](const std::vector<Tensor>& in) { return sum(next_alpha_ma(in[0], in[1], 0.9, true)); }, {ma, alpha});
+  CHECK(max(abs(grads[0])).item<double>() == 0.0);
+  CHECK(max(abs(grads[1])).item<double>() == 0.0);
+  CHECK_THROWS_WITH_AS(next_alpha_ma(zeros({3}, DType::f64), alpha, 0.9, true),
+                       "[attention] alpha_ma must be [H] and alpha [B, H, T], got [3] and [2, 2, 3]", Error);
+}
+
+TEST_CASE("nn::Attention::apply under checkpoint: one alpha_ma update and the plain layer's gradients") {
+  // As a user writes it: f64, a training pass, the State threaded through a variable that the
+  // checkpointed function reads and replaces. The recomputation in the backward pass must see
+  // the alpha_ma of the first run, not update it again.
+  const int64_t b = 2, t = 70, dim = 16, heads = 4, kv_heads = 2, head_dim = 4;
+  for (const AttentionKindInfo& kind : attention_kinds())
+    for (AlphaFn fn : {AlphaFn::linear_clip, AlphaFn::sigmoid}) {
+      if (fn == AlphaFn::sigmoid && kind.core != CoreKind::affine) continue;
+      CAPTURE(kind.name);
+      CAPTURE(name_of(fn));
+      AttentionConfig options;
+      options.kind = kind.kind;
+      options.phi = fn;
+      Attention attn{dim, heads, kv_heads, head_dim, true, options, Rope{head_dim, 10000.0, {}}};
+      std::vector<ParamSpec> specs;
+      attn.specs(specs, "attn");
+      Generator gen(21);
+      Params ps = init_params(specs, gen, DType::f64, 0.3);
+      for (auto& [name, p] : ps)  // biases and sinks start at 0: move them off it
+        if (name.ends_with("bias") || name.ends_with("sinks")) p = randn(p.shape(), gen, DType::f64) * 0.5;
+      State st;
+      attn.buffers(st, "attn", DType::f64);
+      st.training = true;
+      const std::string key = "attn.alpha_ma";
+      if (kind.core == CoreKind::affine) st.buffers[key] = rand({heads}, gen, DType::f64);
+      Tensor x = randn({b, t, dim}, gen, DType::f64), w = randn({b, t, dim}, gen, DType::f64);
+
+      std::vector<std::string> names;
+      std::vector<Tensor> inputs{x};
+      for (const auto& [name, p] : ps) names.push_back(name), inputs.push_back(p);
+      auto layer = [&](const std::vector<Tensor>& in, const State& s) {
+        Params p;
+        for (size_t i = 0; i < names.size(); ++i) p.emplace(names[i], in[i + 1]);
+        return attn.apply(in[0], ParamView(p).sub("attn"), s, "attn");
+      };
+      State plain_out;
+      auto [plain, plain_grads] = cotan::value_and_grad([&](const std::vector<Tensor>& in) {
+        auto [y, next] = layer(in, st);
+        plain_out = next;
+        return sum(y * w);
+      }, inputs);
+      State threaded = st;
+      int calls = 0;
+      auto [ck, ck_grads] = cotan::value_and_grad([&](const std::vector<Tensor>& in) {
+        Tensor y = checkpoint([&](const std::vector<Tensor>& xs) {
+          ++calls;
+          auto [out, next] = layer(xs, threaded);
+          threaded = next;
+          return out;
+        }, in);
+        return sum(y * w);
+      }, inputs);
+      // The same with the State captured by value: the recomputation starts from the input State
+      // again (so a layer that merely skipped the update while recomputing would fail here).
+      State by_value;
+      auto [ck2, ck2_grads] = cotan::value_and_grad([&](const std::vector<Tensor>& in) {
+        Tensor y = checkpoint([&, before = st](const std::vector<Tensor>& xs) {
+          auto [out, next] = layer(xs, before);
+          if (!recomputing()) by_value = next;
+          return out;
+        }, in);
+        return sum(y * w);
+      }, inputs);
+      CHECK(calls == 2);  // the first run and the recomputation
+      CHECK(ck.item<double>() == plain.item<double>());
+      CHECK(ck2.item<double>() == plain.item<double>());
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        CAPTURE(i == 0 ? std::string("x") : names[i - 1]);
+        CHECK(max(abs(ck_grads[i] - plain_grads[i])).item<double>() == 0.0);
+        CHECK(max(abs(ck2_grads[i] - plain_grads[i])).item<double>() == 0.0);
+      }
+      if (kind.core != CoreKind::affine) {
+        CHECK(threaded.buffers.empty());
+        continue;
+      }
+      CHECK(by_value.buffers.at(key).to_vector<double>() == plain_out.buffers.at(key).to_vector<double>());
+      // One update, from the input's alpha_ma: rho ma + (1 - rho) mean(phi(x W_alpha^T)), by hand.
+      auto xv = x.to_vector<double>(), wa = ps.at("attn.alpha_proj.weight").to_vector<double>();
+      auto ma0 = st.buffers.at(key).to_vector<double>();
+      auto got = threaded.buffers.at(key).to_vector<double>();
+      CHECK(got == plain_out.buffers.at(key).to_vector<double>());
+      for (int64_t h = 0; h < heads; ++h) {
+        double total = 0;
+        for (int64_t r = 0; r < b * t; ++r) {
+          double zz = 0;
+          for (int64_t d = 0; d < dim; ++d) zz += xv[size_t(r * dim + d)] * wa[size_t(h * dim + d)];
+          total += fn == AlphaFn::linear_clip ? std::clamp(0.1 * zz + 0.5, 0.0, 1.0) : 1 / (1 + std::exp(-zz));
+        }
+        CHECK(got[size_t(h)] == doctest::Approx(0.9 * ma0[size_t(h)] + 0.1 * total / double(b * t)).epsilon(1e-12));
+      }
+      // The argument is never changed.
+      CHECK(st.buffers.at(key).to_vector<double>() == ma0);
+    }
+}
+
 TEST_CASE("RoPE preserves norms and depends only on relative position") {
   Rope rope{8, 10000.0, {}};
   auto [cos, sin] = rope.tables(16, DType::f64, Device::cpu());
@@ -104,7 +271,7 @@ TEST_CASE("RMSNorm matches its definition") {
 }
 
 TEST_CASE("every kind is causal: the last token changes no earlier logit") {
-  for (AttentionKind kind : kAllKinds) {
+  for (AttentionKind kind : all_kinds()) {
     CAPTURE(name_of(kind));
     CausalLM model(micro(kind));
     Generator gen(7);
@@ -187,7 +354,7 @@ TEST_CASE("checkpointed layers give the same loss, gradients and a single alpha_
 }
 
 TEST_CASE("end-to-end gradient check of a tiny CausalLM for every kind (loss to every parameter)") {
-  for (AttentionKind kind : kAllKinds) {
+  for (AttentionKind kind : all_kinds()) {
     for (bool tied : {false, true}) {
       CAPTURE(name_of(kind));
       CAPTURE(tied);

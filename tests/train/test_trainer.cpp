@@ -1,11 +1,13 @@
 // The training loop: determinism, bit-for-bit resume, NaN handling and bad input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "tensor/ops.hpp"
+#include "train/study.hpp"
 #include "train/trainer.hpp"
 
 using namespace cotan;
@@ -199,4 +201,24 @@ TEST_CASE("the model's logits are donated to the loss: the gradient is written o
         CHECK(max(abs(grads.at(name) - g)).item<double>() == 0);
       }
     }
+}
+
+TEST_CASE("the study's students are the table's kinds, affine once per phi") {
+  std::vector<std::string> names, kinds, phis;
+  for (const StudyVariant& v : default_variants()) {
+    names.push_back(v.name);
+    kinds.emplace_back(nn::name_of(v.attention.kind));
+    phis.emplace_back(nn::name_of(v.attention.phi));
+    CHECK(v.attention.rho == 0.9);
+  }
+  // The paper's six first; kinds added to the table later come after them.
+  REQUIRE(names.size() >= 6);
+  auto first_six = [](const std::vector<std::string>& v) { return std::vector<std::string>(v.begin(), v.begin() + 6); };
+  CHECK(first_six(names) == std::vector<std::string>{"softmax", "sink", "affine(linear_clip)", "affine(sigmoid)",
+                                                     "gated", "affine_gated"});
+  CHECK(first_six(kinds) == std::vector<std::string>{"softmax", "sink", "affine", "affine", "gated", "affine_gated"});
+  CHECK(first_six(phis) == std::vector<std::string>{"linear_clip", "linear_clip", "linear_clip", "sigmoid",
+                                                    "linear_clip", "linear_clip"});
+  for (const nn::AttentionKindInfo& k : nn::attention_kinds())
+    CHECK(std::count(kinds.begin(), kinds.end(), std::string(k.name)) == (k.study_each_phi ? 2 : 1));
 }
