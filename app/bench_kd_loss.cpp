@@ -84,7 +84,7 @@ std::optional<double> peak_extra_bytes(const std::function<void()>& run) {
 // on the CPU (and for the emulator, whose device memory is host memory).
 std::optional<double> peak_extra_bytes_on(Device device, const std::function<void()>& run) {
 #ifdef COTAN_HAVE_CUDA
-  if (device.is_cuda() && !cuda_is_emulated()) {
+  if (device.is_cuda() && backend(device).name() == "cuda") {  // not the emulator
     backend(device).synchronize();
     cuda::reset_peak(device.index);
     const double before = double(cuda::allocator_stats(device.index).in_use_bytes);

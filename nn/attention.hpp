@@ -9,20 +9,23 @@
 //   beta_i = (alpha_ma - alpha_i) / N_i and U_i = sum of the visible v_j.
 // The gate of the gated kinds is applied by the layer, outside this core.
 //
-// attention_fused runs the hand-written tiled kernels (no T x T buffer; forward saves S and the
-// logsumexp L for the backward); attention_composed builds the same function from primitive ops
-// and materializes the T x T weights: it is the fused kernel's oracle.
+// attention_fused runs the backend's hand-written tiled kernels (Backend::attention_forward and
+// attention_backward; no T x T buffer; forward saves S and the logsumexp L for the backward);
+// attention_composed builds the same function from primitive ops and materializes the T x T
+// weights: it is the fused kernel's oracle, and attention_fused's path for dtypes the backend has
+// no kernel for (f64 on CUDA).
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tensor/fused_ops.hpp"
 #include "tensor/tensor.hpp"
 
 namespace cotan::nn {
 
-enum class AffineN { visible, full };
+using cotan::AffineN;  // tensor/fused_ops.hpp
 
 struct AttentionCore {
   Tensor q, k, v;
@@ -35,6 +38,10 @@ struct AttentionCore {
 
 Tensor attention_composed(const AttentionCore& in);
 Tensor attention_fused(const AttentionCore& in);
+
+// The core as the backend's kernels take it: its kind (affine when alpha is defined, sink when
+// sigma is, else softmax) and its tensors off the tape.
+AttentionSpec core_spec(const AttentionCore& core);
 
 // The differentiable inputs of a core, in the order the fused attention records them (and a
 // vjp returns their gradients): q, k, v, then alpha (affine) and sigma (sink). alpha_ma is a

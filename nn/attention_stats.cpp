@@ -11,7 +11,7 @@
 
 #include "autograd/autograd.hpp"
 #include "nn/attention.hpp"
-#include "nn/attention_tiles.hpp"
+#include "tensor/cpu/attention_tiles.hpp"
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/ops.hpp"
 
@@ -19,7 +19,7 @@ namespace cotan::nn {
 
 namespace {
 
-using namespace tiles;
+using namespace cpu::tiles;
 
 // Per (b, h, i) results of one row of A.
 struct RowStats {

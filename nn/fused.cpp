@@ -1,49 +1,18 @@
-// The fused row ops (nn/fused.hpp): argument checks, one autograd node each, and the backend's
-// row kernels (nn/fused_rows.hpp on the CPU, cuda/kernels/rows.hpp on a CUDA device or the
-// emulator serving one); then the composed oracles.
+// The fused row ops (nn/fused.hpp): argument checks, one autograd node each, and the row kernels
+// of the inputs' backend (Backend::rms_norm_forward ..., tensor/fused_ops.hpp: tensor/cpu/rows.cpp
+// on the CPU, cuda/kernels/rows.cu on a CUDA device or the emulator serving one); then the
+// composed oracles.
 #include "nn/fused.hpp"
 
 #include <cmath>
 
 #include "autograd/autograd.hpp"
-#include "cotan_config.h"
-#include "cuda/kernels/rows.hpp"
-#include "nn/fused_rows.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::nn {
 
 namespace {
-
-// One backend's row kernels (the signatures of nn/fused_rows.hpp).
-struct RowKernels {
-  rows::RmsNormForward (*rms_norm_forward)(const Tensor&, const Tensor&, double);
-  rows::RmsNormGrads (*rms_norm_backward)(const Tensor&, const Tensor&, const Tensor&, const Tensor&);
-  Tensor (*swiglu_forward)(const Tensor&, const Tensor&);
-  rows::SwigluGrads (*swiglu_backward)(const Tensor&, const Tensor&, const Tensor&);
-  Tensor (*rope_forward)(const Tensor&, const Tensor&, const Tensor&);
-  Tensor (*rope_backward)(const Tensor&, const Tensor&, const Tensor&);
-};
-
-const RowKernels& kernels_for(Device device, const char* op) {
-  static const RowKernels cpu{rows::rms_norm_forward, rows::rms_norm_backward, rows::swiglu_forward,
-                              rows::swiglu_backward,  rows::rope_forward,      rows::rope_backward};
-  if (device.is_cpu()) return cpu;
-  if (device.is_cuda()) {
-    static const RowKernels emulated{emu::launch::rms_norm_forward, emu::launch::rms_norm_backward,
-                                     emu::launch::swiglu_forward,   emu::launch::swiglu_backward,
-                                     emu::launch::rope_forward,     emu::launch::rope_backward};
-    if (cuda_is_emulated()) return emulated;
-#ifdef COTAN_HAVE_CUDA
-    static const RowKernels gpu{cuda::launch::rms_norm_forward, cuda::launch::rms_norm_backward,
-                                cuda::launch::swiglu_forward,   cuda::launch::swiglu_backward,
-                                cuda::launch::rope_forward,     cuda::launch::rope_backward};
-    return gpu;
-#endif
-  }
-  fail(op, "no kernels for ", to_string(device), " in this build");
-}
 
 void check_floating_input(const char* op, const char* name, const Tensor& t) {
   check(t.defined(), op, name, " is undefined");
@@ -74,14 +43,14 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
         " do not match (weight must be [D], D the last axis of x, D > 0)");
   check_pair(kOp, "x", x, "weight", weight);
   check(std::isfinite(eps) && eps >= 0, kOp, "eps must be finite and non-negative, got ", eps);
-  const RowKernels& kernels = kernels_for(x.device(), kOp);
+  Backend* kernels = &backend(x.device());
   const int64_t dim = x.size(-1);
   const Tensor flat = reshape(x.detach(), {x.numel() / dim, dim}), w = weight.detach();
-  rows::RmsNormForward forward = kernels.rms_norm_forward(flat, w, eps);
+  RmsNormForward forward = kernels->rms_norm_forward(flat, w, eps);
   return record(kOp, reshape(forward.y, x.shape()), {x, weight},
-                [&kernels, flat, w, rstd = forward.rstd, shape = x.shape()](const Tensor& g) {
+                [kernels, flat, w, rstd = forward.rstd, shape = x.shape()](const Tensor& g) {
                   const Tensor dy = reshape(cotangent_as(g, flat.dtype()), flat.shape());
-                  rows::RmsNormGrads grads = kernels.rms_norm_backward(dy, flat, w, rstd);
+                  RmsNormGrads grads = kernels->rms_norm_backward(dy, flat, w, rstd);
                   return std::vector{reshape(grads.dx, shape), grads.dweight};
                 });
 }
@@ -92,12 +61,12 @@ Tensor swiglu(const Tensor& g, const Tensor& u) {
   check_floating_input(kOp, "u", u);
   check_pair(kOp, "g", g, "u", u);
   const Shape shape = broadcast_shapes(g.shape(), u.shape(), kOp);
-  const RowKernels& kernels = kernels_for(g.device(), kOp);
+  Backend* kernels = &backend(g.device());
   // Broadcast before the node: the kernels see one shape, the pullback sums where it expanded.
   const Tensor gb = broadcast_to(g.detach(), shape), ub = broadcast_to(u.detach(), shape);
-  Tensor y = kernels.swiglu_forward(gb, ub);
-  return record(kOp, y, {g, u}, [&kernels, gb, ub, g_shape = g.shape(), u_shape = u.shape()](const Tensor& dy) {
-    rows::SwigluGrads grads = kernels.swiglu_backward(cotangent_as(dy, gb.dtype()), gb, ub);
+  Tensor y = kernels->swiglu_forward(gb, ub);
+  return record(kOp, y, {g, u}, [kernels, gb, ub, g_shape = g.shape(), u_shape = u.shape()](const Tensor& dy) {
+    SwigluGrads grads = kernels->swiglu_backward(cotangent_as(dy, gb.dtype()), gb, ub);
     return std::vector{grads.dg.shape() == g_shape ? grads.dg : sum_to(grads.dg, g_shape),
                        grads.du.shape() == u_shape ? grads.du : sum_to(grads.du, u_shape)};
   });
@@ -118,13 +87,13 @@ Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin) {
   check(!grad_enabled() || (!cos.tracked() && !sin.tracked()), kOp,
         "cos and sin are constants and get no gradient; detach them (or use rope_composed)");
   const Shape shape = broadcast_shapes(x.shape(), cos.shape(), kOp);
-  const RowKernels& kernels = kernels_for(x.device(), kOp);
+  Backend* kernels = &backend(x.device());
   const Tensor xb = unit_last_stride(broadcast_to(x.detach(), shape));
   const Tensor cb = unit_last_stride(broadcast_to(cos.detach(), shape));
   const Tensor sb = unit_last_stride(broadcast_to(sin.detach(), shape));
-  Tensor y = kernels.rope_forward(xb, cb, sb);
-  return record(kOp, y, {x}, [&kernels, cb, sb, x_shape = x.shape()](const Tensor& g) {
-    Tensor dx = kernels.rope_backward(cotangent_as(g, cb.dtype()), cb, sb);
+  Tensor y = kernels->rope_forward(xb, cb, sb);
+  return record(kOp, y, {x}, [kernels, cb, sb, x_shape = x.shape()](const Tensor& g) {
+    Tensor dx = kernels->rope_backward(cotangent_as(g, cb.dtype()), cb, sb);
     return std::vector{dx.shape() == x_shape ? dx : sum_to(dx, x_shape)};
   });
 }

@@ -15,7 +15,7 @@
 //
 // f64, f32 and bf16; bf16 computes in f32 and gradients are rounded once. Inputs may have any
 // strides (rms_norm and swiglu copy non-contiguous ones first; rope reads rows in place). Tensors
-// on a CUDA device run the kernels of cuda/kernels/rows.hpp. Bad input throws "[op] ..." naming
+// run the row kernels of their backend (tensor/fused_ops.hpp). Bad input throws "[op] ..." naming
 // the shapes or dtypes.
 #pragma once
 

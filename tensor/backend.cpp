@@ -11,9 +11,8 @@
 namespace cotan {
 
 namespace {
+// The backend serving CUDA devices, once found: the emulator (kCudaEmulatorVariable) or the GPU's.
 Backend* cuda_backend = nullptr;
-bool cuda_emulated = false;
-
 }  // namespace
 
 bool cuda_emulator_requested() {
@@ -21,18 +20,9 @@ bool cuda_emulator_requested() {
   return value && *value && std::string_view(value) != "0";
 }
 
-bool cuda_is_emulated() { return cuda_emulated; }
-
 Backend& cpu_backend() {
   static cpu::CpuBackend instance;
   return instance;
-}
-
-void register_backend(DeviceKind kind, Backend* b) {
-  if (kind == DeviceKind::cuda) {
-    cuda_backend = b;
-    cuda_emulated = false;
-  }
 }
 
 Backend& backend(Device device) {
@@ -43,7 +33,6 @@ Backend& backend(Device device) {
       fail("cuda", "cannot use ", to_string(device), ": the emulator (", kCudaEmulatorVariable, ") serves cuda:0 only");
     emu::serve_device(Device::cuda(0));
     cuda_backend = &emu::backend();
-    cuda_emulated = true;
     return *cuda_backend;
   }
   if (Backend* found = cuda_device_backend()) return *found;

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/fused_ops.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 
@@ -184,13 +185,60 @@ class Backend {
   // index_select: picks whole slices along axis (index 1-D); index_add is its transpose, added to base.
   virtual Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) = 0;
   virtual Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
+
+  // Fused ops (descriptors and contracts in tensor/fused_ops.hpp), called by their differentiable
+  // op once the arguments are checked. A backend without a kernel throws "[op] the <backend>
+  // backend has no kernel".
+
+  // Attention: forward saves what the backward reads; backward takes d_out = dLoss/dO in q's
+  // dtype, contiguous. has_attention_kernel says which dtypes the kernels take: the op composes
+  // the core from primitives for the others.
+  virtual bool has_attention_kernel(DType) const { return true; }
+  virtual AttentionForward attention_forward(const AttentionSpec&) { no_kernel("attention"); }
+  virtual AttentionGrads attention_backward(const AttentionSpec&, const AttentionForward& /*saved*/,
+                                            const Tensor& /*d_out*/) {
+    no_kernel("attention");
+  }
+
+  // Rows: x [R, D] for rms_norm, one shape for swiglu and rope.
+  virtual RmsNormForward rms_norm_forward(const Tensor& /*x*/, const Tensor& /*weight*/, double /*eps*/) {
+    no_kernel("rms_norm");
+  }
+  virtual RmsNormGrads rms_norm_backward(const Tensor& /*dy*/, const Tensor& /*x*/, const Tensor& /*weight*/,
+                                         const Tensor& /*rstd*/) {
+    no_kernel("rms_norm");
+  }
+  virtual Tensor swiglu_forward(const Tensor& /*g*/, const Tensor& /*u*/) { no_kernel("swiglu"); }
+  virtual SwigluGrads swiglu_backward(const Tensor& /*dy*/, const Tensor& /*g*/, const Tensor& /*u*/) {
+    no_kernel("swiglu");
+  }
+  virtual Tensor rope_forward(const Tensor& /*x*/, const Tensor& /*cos*/, const Tensor& /*sin*/) { no_kernel("rope"); }
+  virtual Tensor rope_backward(const Tensor& /*dy*/, const Tensor& /*cos*/, const Tensor& /*sin*/) {
+    no_kernel("rope");
+  }
+
+  // The KD loss and its gradient in one pass (arguments in tensor/fused_ops.hpp).
+  virtual KdLossResult kd_loss(const Tensor& /*student*/, const Tensor& /*teacher*/, const Tensor& /*targets*/,
+                               const KdLossConfig&, bool /*want_grad*/, const Tensor& /*grad_into*/) {
+    no_kernel("kd_loss");
+  }
+
+  // AdamW: p, g, m, v contiguous, one shape, all f32 or all f64 (s narrowed to it).
+  virtual AdamWTensors adamw_update(const Tensor& /*p*/, const Tensor& /*g*/, const Tensor& /*m*/,
+                                    const Tensor& /*v*/, const AdamWScalars<double>&) {
+    no_kernel("adamw");
+  }
+  // sum over xs of sum(x^2), each x (floating, any strides) converted to f64 and summed in a
+  // fixed order, the tensors in order: a 0-d f64 tensor on this device (global_norm's square).
+  virtual Tensor squared_norm(const std::vector<Tensor>&) { no_kernel("global_norm"); }
+
+ protected:
+  [[noreturn]] void no_kernel(std::string_view op) const { fail(op, "the ", name(), " backend has no kernel"); }
 };
 
 // The backend for a device; throws a clear error when the device is not available.
 Backend& backend(Device device);
 Backend& cpu_backend();
-// Serves `kind` with `backend` from now on (tests; null restores the default lookup).
-void register_backend(DeviceKind kind, Backend* backend);
 
 // The environment variable that makes the SIMT emulator serve cuda:0 (cuda/emulated/backend.hpp):
 // COTAN_CUDA_EMULATOR=1 runs every CUDA code path, kernels included, on the CPU, slowly, with
@@ -198,8 +246,5 @@ void register_backend(DeviceKind kind, Backend* backend);
 inline constexpr const char* kCudaEmulatorVariable = "COTAN_CUDA_EMULATOR";
 // Whether kCudaEmulatorVariable asks for the emulator (set, not empty, not "0").
 bool cuda_emulator_requested();
-// Whether tensors on CUDA devices are served by the emulator (then the fused ops call the
-// emulated kernels, cotan::emu::launch, instead of cotan::cuda::launch).
-bool cuda_is_emulated();
 
 }  // namespace cotan

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.hpp"
 #include "tensor/device.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 using namespace cotan;
@@ -103,4 +104,64 @@ TEST_CASE("other argument errors") {
   CHECK_THROWS_WITH_AS(where(zeros({2}), zeros({2}), zeros({2})), "[where] condition must be bool, got f32",
                        cotan::Error);
   CHECK_THROWS_WITH_AS(Tensor().shape(), "[tensor] use of an undefined tensor", cotan::Error);
+}
+
+namespace {
+
+// A backend with the primitives only (the CPU's) and no fused kernel: the interface's defaults.
+class PrimitivesOnly final : public Backend {
+ public:
+  std::string_view name() const override { return "primitives-only"; }
+  std::shared_ptr<Storage> allocate(size_t n) override { return cpu().allocate(n); }
+  void assign(const Tensor& dst, const Tensor& src) override { cpu().assign(dst, src); }
+  void fill(const Tensor& dst, double v) override { cpu().fill(dst, v); }
+  Tensor arange(double s, double d, int64_t n, DType t) override { return cpu().arange(s, d, n, t); }
+  Tensor random(RandomOp op, const Shape& s, DType t, Generator& g, double a, double b) override {
+    return cpu().random(op, s, t, g, a, b);
+  }
+  Tensor unary(UnaryOp op, const Tensor& x, double a, double b) override { return cpu().unary(op, x, a, b); }
+  Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) override { return cpu().binary(op, a, b); }
+  Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) override { return cpu().where(c, a, b); }
+  Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keep) override {
+    return cpu().reduce(op, x, axes, keep);
+  }
+  Tensor softmax(const Tensor& x, int64_t axis) override { return cpu().softmax(x, axis); }
+  Tensor log_softmax(const Tensor& x, int64_t axis) override { return cpu().log_softmax(x, axis); }
+  Tensor logsumexp(const Tensor& x, int64_t axis) override { return cpu().logsumexp(x, axis); }
+  Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) override { return cpu().cumsum(x, axis, reverse); }
+  Tensor matmul(const Tensor& a, const Tensor& b) override { return cpu().matmul(a, b); }
+  Tensor gather(const Tensor& x, int64_t axis, const Tensor& i) override { return cpu().gather(x, axis, i); }
+  Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& i, const Tensor& src) override {
+    return cpu().scatter_add(base, axis, i, src);
+  }
+  Tensor index_select(const Tensor& x, int64_t axis, const Tensor& i) override {
+    return cpu().index_select(x, axis, i);
+  }
+  Tensor index_add(const Tensor& base, int64_t axis, const Tensor& i, const Tensor& src) override {
+    return cpu().index_add(base, axis, i, src);
+  }
+
+ private:
+  static Backend& cpu() { return cpu_backend(); }
+};
+
+}  // namespace
+
+TEST_CASE("a backend without a fused kernel names the op and the backend") {
+  PrimitivesOnly b;
+  const Tensor x = zeros({2, 4});
+  CHECK(b.has_attention_kernel(DType::f32));  // a missing kernel throws rather than composing silently
+  CHECK_THROWS_WITH_AS(b.attention_forward(AttentionSpec{}), "[attention] the primitives-only backend has no kernel",
+                       cotan::Error);
+  CHECK_THROWS_WITH_AS(b.rms_norm_forward(x, zeros({4}), 1e-6), "[rms_norm] the primitives-only backend has no kernel",
+                       cotan::Error);
+  CHECK_THROWS_WITH_AS(b.swiglu_backward(x, x, x), "[swiglu] the primitives-only backend has no kernel", cotan::Error);
+  CHECK_THROWS_WITH_AS(b.rope_forward(x, x, x), "[rope] the primitives-only backend has no kernel", cotan::Error);
+  CHECK_THROWS_WITH_AS(b.kd_loss(x, x, Tensor(), KdLossConfig{}, true, Tensor()),
+                       "[kd_loss] the primitives-only backend has no kernel", cotan::Error);
+  CHECK_THROWS_WITH_AS(b.adamw_update(x, x, x, x, AdamWScalars<double>{}),
+                       "[adamw] the primitives-only backend has no kernel", cotan::Error);
+  CHECK_THROWS_WITH_AS(b.squared_norm({x}), "[global_norm] the primitives-only backend has no kernel", cotan::Error);
+  // The CPU backend has them all.
+  CHECK(cpu_backend().squared_norm({full({2, 2}, 3.0)}).item<double>() == 36.0);
 }

@@ -31,7 +31,8 @@
 // finite.
 //
 // Two implementations of the same math:
-//   distill_loss           the fused CPU kernel. Rows are cut into chunks of chunk_rows, run in
+//   distill_loss           the fused kernel of the logits' backend (Backend::kd_loss; on the CPU
+//                          tensor/cpu/kd_loss.cpp). Rows are cut into chunks of chunk_rows, run in
 //                          parallel. Per row (teacher and student side by side): one pass for the
 //                          two maxima, one for the exponentials and their sums (both
 //                          log-sum-exps), one for the losses and the gradient dL/ds (rkl and jsd
@@ -66,22 +67,17 @@
 #include <string>
 #include <string_view>
 
+#include "tensor/fused_ops.hpp"
 #include "tensor/tensor.hpp"
 
 namespace cotan::train {
 
-inline constexpr int64_t kIgnoreIndex = -100;
-
-enum class KdLoss { fkl, rkl, jsd };
-
-struct LossConfig {
-  KdLoss kind = KdLoss::fkl;
-  double temperature = 1.0;   // tau > 0
-  double jsd_beta = 0.5;      // 0 < beta < 1, for jsd
-  double kd_ratio = 1.0;      // in [0, 1]; 1 = pure KD (the paper), 0 = pure CE
-  int64_t chunk_rows = 128;   // rows per parallel chunk of the fused kernel (does not change results)
-  bool slice_teacher_vocab = false;  // use the teacher's first V columns when its vocabulary is larger
-};
+// The loss's plain data, shared with the backends' kernels (tensor/fused_ops.hpp): kIgnoreIndex,
+// the KdLoss kinds and LossConfig {kind, temperature, jsd_beta, kd_ratio, chunk_rows,
+// slice_teacher_vocab}.
+using cotan::kIgnoreIndex;
+using cotan::KdLoss;
+using LossConfig = cotan::KdLossConfig;
 
 // "fkl", "rkl" or "jsd"; throws "[loss] unknown KD loss 'x' (known: fkl, rkl, jsd)".
 KdLoss parse_kd_loss(std::string_view name);
@@ -103,7 +99,7 @@ struct LossParts {
   bool gradient_in_logits = false;  // the gradient was written over donated student logits
 };
 
-// Fused (CPU): see above. Errors name both shapes, e.g.
+// Fused (the backend's kernel): see above. Errors name both shapes, e.g.
 // "[loss] teacher logits [2, 4, 257] do not match the student logits [2, 5, 257]".
 LossParts distill_loss(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
                        const LossConfig& config = {});

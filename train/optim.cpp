@@ -5,9 +5,7 @@
 #include <set>
 
 #include "autograd/autograd.hpp"
-#include "cuda/kernels/dispatch.hpp"
-#include "cuda/kernels/optim.hpp"
-#include "tensor/cpu/parallel.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::train {
@@ -123,39 +121,24 @@ void AdamW::load_state(const nn::Params& state, int64_t step) {
 
 double global_norm(const nn::Params& grads) {
   NoGrad no_grad;
-  // Summed where the gradients live, read back once (one wait for a device, not one per tensor).
+  // Summed where the gradients live, one backend call per run of gradients on one device, read
+  // back once (one wait for a device, not one per tensor).
+  std::vector<Tensor> run;
   Tensor total;
+  auto flush = [&] {
+    if (run.empty()) return;
+    Tensor part = backend(run.front().device()).squared_norm(run);
+    total = total.defined() ? total + to(part, total.device()) : part;
+    run.clear();
+  };
   for (const auto& [name, g] : grads) {
     check(is_floating(g.dtype()), "global_norm", "gradient '", name, "' has dtype ", g.dtype());
-    Tensor part = sum(square(cast(g, DType::f64)));
-    total = total.defined() ? total + to(part, total.device()) : part;
+    if (!run.empty() && run.front().device() != g.device()) flush();
+    run.push_back(g);
   }
+  flush();
   return total.defined() ? std::sqrt(total.item<double>()) : 0.0;
 }
-
-namespace {
-
-template <class W>
-AdamWTensors adamw_update_cpu(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                              const AdamWScalars<double>& s) {
-  const AdamWScalars<W> k = narrow<W>(s);
-  AdamWTensors out{Tensor::empty(p.shape(), p.dtype()), Tensor::empty(p.shape(), p.dtype()),
-                   Tensor::empty(p.shape(), p.dtype())};
-  const W *pp = p.data<W>(), *gp = g.data<W>(), *mp = m.data<W>(), *vp = v.data<W>();
-  W *po = out.p.data<W>(), *mo = out.m.data<W>(), *vo = out.v.data<W>();
-  cpu::parallel_for(p.numel(), 1 << 14, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      W pi = pp[i], mi = mp[i], vi = vp[i];
-      adamw_element(pi, gp[i], mi, vi, k);
-      po[i] = pi;
-      mo[i] = mi;
-      vo[i] = vi;
-    }
-  });
-  return out;
-}
-
-}  // namespace
 
 AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                           const AdamWScalars<double>& s) {
@@ -165,13 +148,7 @@ AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, con
           to_string(t->shape()), " on ", to_string(t->device()), " and ", p.dtype(), " ", to_string(p.shape()),
           " on ", to_string(p.device()));
   check(p.dtype() == DType::f32 || p.dtype() == DType::f64, "adamw", "updates in f32 or f64, got ", p.dtype());
-  if (p.device().is_cuda()) {
-    AdamWTensors out;
-    COTAN_CUDA_LAUNCH(adamw_update(p, g, m, v, s, out.p, out.m, out.v));
-    return out;
-  }
-  check(p.device().is_cpu(), "adamw", "no fused update on ", to_string(p.device()));
-  return p.dtype() == DType::f64 ? adamw_update_cpu<double>(p, g, m, v, s) : adamw_update_cpu<float>(p, g, m, v, s);
+  return backend(p.device()).adamw_update(p, g, m, v, s);
 }
 
 AdamWTensors adamw_update_composed(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,

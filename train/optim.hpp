@@ -17,9 +17,15 @@
 #include <vector>
 
 #include "nn/module.hpp"
-#include "train/adamw_element.hpp"
+#include "tensor/fused_ops.hpp"
 
 namespace cotan::train {
+
+// The update's plain data (tensor/fused_ops.hpp, tensor/adamw_element.hpp): the step's constants
+// AdamWScalars<W> {shrink, beta1, one_minus_beta1, beta2, one_minus_beta2, bias2_sqrt, eps,
+// step_size} and the updated AdamWTensors {p, m, v}.
+using cotan::AdamWScalars;
+using cotan::AdamWTensors;
 
 struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
@@ -58,18 +64,16 @@ class AdamW {
 };
 
 // One tensor's AdamW update in one pass: new (p, m, v) from p, g, m, v, which must be contiguous,
-// of one shape, all f32 or all f64, on one device (the CPU, or a CUDA device's fused kernel,
-// cuda/kernels/optim.hpp). adamw_update_composed is the same math from elementwise ops, the
+// of one shape, all f32 or all f64, on one device (the backend's fused kernel,
+// Backend::adamw_update). adamw_update_composed is the same math from elementwise ops, the
 // oracle of the tests. AdamW::step uses the fused one.
-struct AdamWTensors {
-  Tensor p, m, v;
-};
 AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                           const AdamWScalars<double>& s);
 AdamWTensors adamw_update_composed(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                                    const AdamWScalars<double>& s);
 
-// The L2 norm over all gradients together, summed in f64 in the map's (name) order.
+// The L2 norm over all gradients together, summed in f64 in the map's (name) order
+// (Backend::squared_norm where the gradients live).
 double global_norm(const nn::Params& grads);
 // Scales every gradient by max_norm / (norm + 1e-6) when the global norm exceeds max_norm
 // (max_norm > 0) and returns the norm before clipping. A non-finite norm is returned unclipped,

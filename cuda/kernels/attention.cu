@@ -1,10 +1,8 @@
 // The fused attention launchers (kernels in attention.cuh and attention_mma.cuh, contract in
-// attention.hpp). Forward: one launch on the current stream. Backward: the dq kernel (which also
+// launch.hpp and tensor/fused_ops.hpp). Forward: one launch on the current stream. Backward: the dq kernel (which also
 // writes D_i, dalpha and the sink's per-row terms), then the dkdv kernel that reads D_i, then the
 // dsigma sum (sink). bf16 with head dim 64 or 128 runs the tensor-core kernels (on the GPU when
 // the device is sm_80 or newer), everything else the SIMT ones.
-#include "cuda/kernels/attention.hpp"
-
 #include <atomic>
 #include <cmath>
 #include <type_traits>
@@ -30,29 +28,22 @@ Tensor contiguous_on_target(const Tensor& x) {
   return out;
 }
 
-// The core's inputs, checked and contiguous on the target.
-struct Prepared {
-  AttentionKind kind;
-  nn::AttentionCore core;
-};
-
-Prepared prepare(const nn::AttentionCore& in) {
-  nn::check_attention_core(in, kOp);
+// The core with its inputs contiguous on the target, checked for what the kernels take (the op
+// checked the shapes).
+AttentionSpec prepare(const AttentionSpec& in) {
   for (const Tensor* x : {&in.q, &in.k, &in.v, &in.alpha, &in.alpha_ma, &in.sigma})
     if (x->defined()) check_on_target(kOp, *x);
   check(in.q.dtype() == DType::f32 || in.q.dtype() == DType::bf16, kOp, "the kernels take f32 or bf16, got ",
         in.q.dtype());
   check(in.q.size(3) >= 1 && in.q.size(3) <= kAttnMaxHeadDim, kOp, "head dim ", in.q.size(3), " is not in [1, ",
         kAttnMaxHeadDim, "]");
-  Prepared p;
-  p.kind = in.alpha.defined() ? AttentionKind::affine : in.sigma.defined() ? AttentionKind::sink : AttentionKind::softmax;
-  p.core = in;
-  p.core.q = contiguous_on_target(in.q);
-  p.core.k = contiguous_on_target(in.k);
-  p.core.v = contiguous_on_target(in.v);
-  p.core.alpha = contiguous_on_target(in.alpha);
-  p.core.alpha_ma = contiguous_on_target(in.alpha_ma);
-  p.core.sigma = contiguous_on_target(in.sigma);
+  AttentionSpec p = in;
+  p.q = contiguous_on_target(in.q);
+  p.k = contiguous_on_target(in.k);
+  p.v = contiguous_on_target(in.v);
+  p.alpha = contiguous_on_target(in.alpha);
+  p.alpha_ma = contiguous_on_target(in.alpha_ma);
+  p.sigma = contiguous_on_target(in.sigma);
   return p;
 }
 
@@ -62,12 +53,11 @@ const T* ptr_or_null(const Tensor& x) {
 }
 
 template <class T>
-AttentionArgs<T> args_of(const Prepared& p) {
-  const nn::AttentionCore& c = p.core;
+AttentionArgs<T> args_of(const AttentionSpec& c) {
   AttentionArgs<T> a{};
-  a.kind = p.kind;
+  a.kind = c.kind;
   a.causal = c.causal;
-  a.full_count = c.affine_n == nn::AffineN::full;
+  a.full_count = c.affine_n == AffineN::full;
   a.batch = int(c.q.size(0));
   a.heads = int(c.q.size(1));
   a.kv_heads = int(c.k.size(1));
@@ -100,8 +90,8 @@ std::atomic<bool> tensor_cores_enabled{true};
 
 // Whether the core runs the tensor-core kernels: bf16, head dim 64 or 128, not switched off, and
 // on the GPU a device of compute capability 8.0 or newer (mma.sync and ldmatrix).
-bool use_tensor_cores(const Prepared& p) {
-  if (!tensor_cores_enabled.load() || p.core.q.dtype() != DType::bf16 || !mma_head_dim(int(p.core.q.size(3))))
+bool use_tensor_cores(const AttentionSpec& p) {
+  if (!tensor_cores_enabled.load() || p.q.dtype() != DType::bf16 || !mma_head_dim(int(p.q.size(3))))
     return false;
 #if COTAN_SIMT_EMULATED
   return true;
@@ -130,13 +120,13 @@ namespace launch {
 
 void set_attention_tensor_cores(bool enabled) { tensor_cores_enabled.store(enabled); }
 
-attention_kernels::Forward attention_forward(const nn::AttentionCore& core) {
-  const Prepared p = prepare(core);
-  const Tensor& q = p.core.q;
+AttentionForward attention_forward(const AttentionSpec& core) {
+  const AttentionSpec p = prepare(core);
+  const Tensor& q = p.q;
   const int64_t b = q.size(0), h = q.size(1), t = q.size(2);
-  attention_kernels::Forward out;
+  AttentionForward out;
   out.s = empty_tensor(q.shape(), q.dtype());
-  out.o = p.kind == AttentionKind::affine ? empty_tensor(q.shape(), q.dtype()) : out.s;
+  out.o = p.kind == CoreKind::affine ? empty_tensor(q.shape(), q.dtype()) : out.s;
   out.lse = empty_tensor({b, h, t}, DType::f32);
   if (q.numel() == 0) return out;
   if (use_tensor_cores(p)) {
@@ -155,11 +145,10 @@ attention_kernels::Forward attention_forward(const nn::AttentionCore& core) {
   return out;
 }
 
-attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const attention_kernels::Forward& saved,
-                                            const Tensor& d_out) {
-  const Prepared p = prepare(core);
-  const Tensor& q = p.core.q;
-  const int64_t b = q.size(0), h = q.size(1), hkv = p.core.k.size(1), t = q.size(2);
+AttentionGrads attention_backward(const AttentionSpec& core, const AttentionForward& saved, const Tensor& d_out) {
+  const AttentionSpec p = prepare(core);
+  const Tensor& q = p.q;
+  const int64_t b = q.size(0), h = q.size(1), hkv = p.k.size(1), t = q.size(2);
   for (const Tensor* x : {&saved.s, &saved.lse, &d_out}) check_on_target(kOp, *x);
   check(d_out.shape() == q.shape() && d_out.dtype() == q.dtype(), kOp, "d_out ", d_out.dtype(), " ",
         to_string(d_out.shape()), " does not match q ", q.dtype(), " ", to_string(q.shape()));
@@ -168,19 +157,19 @@ attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const
         kOp, "the saved forward does not belong to this core");
   const Tensor g = contiguous_on_target(d_out), s = contiguous_on_target(saved.s), lse = contiguous_on_target(saved.lse);
 
-  attention_kernels::Grads grads;
+  AttentionGrads grads;
   grads.dq = empty_tensor(q.shape(), q.dtype());
-  grads.dk = empty_tensor(p.core.k.shape(), q.dtype());
-  grads.dv = empty_tensor(p.core.v.shape(), q.dtype());
-  if (p.kind == AttentionKind::affine) grads.dalpha = empty_tensor(p.core.alpha.shape(), q.dtype());
-  if (p.kind == AttentionKind::sink) grads.dsigma = empty_tensor(p.core.sigma.shape(), q.dtype());
+  grads.dk = empty_tensor(p.k.shape(), q.dtype());
+  grads.dv = empty_tensor(p.v.shape(), q.dtype());
+  if (p.kind == CoreKind::affine) grads.dalpha = empty_tensor(p.alpha.shape(), q.dtype());
+  if (p.kind == CoreKind::sink) grads.dsigma = empty_tensor(p.sigma.shape(), q.dtype());
   if (q.numel() == 0) {
     for (Tensor* x : {&grads.dk, &grads.dv, &grads.dsigma})
       if (x->defined()) launch::fill(*x, 0);
     return grads;
   }
   Tensor delta = empty_tensor({b, h, t}, DType::f32);
-  Tensor sigma_terms = p.kind == AttentionKind::sink ? empty_tensor({b, h, t}, DType::f32) : Tensor();
+  Tensor sigma_terms = p.kind == CoreKind::sink ? empty_tensor({b, h, t}, DType::f32) : Tensor();
 
   const bool tensor_cores = use_tensor_cores(p);
   dispatch_attention(q.dtype(), [&](auto tag) {
@@ -211,7 +200,7 @@ attention_kernels::Grads attention_backward(const nn::AttentionCore& core, const
                    static_cast<const float*>(delta_ptr), static_cast<T*>(grads.dk.data_ptr()),
                    static_cast<T*>(grads.dv.data_ptr()));
     }
-    if (p.kind == AttentionKind::sink)
+    if (p.kind == CoreKind::sink)
       simt::launch(attention_bwd_dsigma_kernel<T>, simt::Dim3{1, 1, 1}, kBlock, 0, int(b), int(h), int(t),
                    static_cast<const float*>(terms_ptr), static_cast<T*>(grads.dsigma.data_ptr()));
   });

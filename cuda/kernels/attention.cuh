@@ -24,10 +24,9 @@
 #pragma once
 
 #include "cuda/kernels/common.cuh"
+#include "tensor/core_kind.hpp"
 
 namespace cotan::COTAN_KERNELS {
-
-enum class AttentionKind { softmax, sink, affine };
 
 constexpr int kAttnTileRows = 16;
 constexpr int kAttnTileCols = 16;
@@ -46,7 +45,7 @@ using AttnTile = float[kAttnTileRows][kAttnPitch];
 // alpha_ma and sigma [H]. Plain data: passed to kernels by value.
 template <class T>
 struct AttentionArgs {
-  AttentionKind kind;
+  CoreKind kind;
   bool causal;
   bool full_count;  // AffineN::full: N_i = T
   int batch, heads, kv_heads, t, d;
@@ -117,7 +116,7 @@ struct RowEnd {
 
 template <class T>
 SIMT_DEVICE RowEnd finish_row(const AttentionArgs<T>& a, int h, float m, float l) {
-  if (a.kind != AttentionKind::sink) return {m + math::log(l), 1.0f / l};
+  if (a.kind != CoreKind::sink) return {m + math::log(l), 1.0f / l};
   // L = log(sum_j exp(s_ij) + exp(sigma)), shifted by the larger of the two maxima.
   const float sigma = load(a.sigma + h), top = m > sigma ? m : sigma;
   const float lse = top + math::log(l * math::exp(m - top) + math::exp(sigma - top));
@@ -137,7 +136,7 @@ SIMT_DEVICE QueryTerms query_terms(const AttentionArgs<T>& a, int64_t row0, int 
   if (qi >= a.t) return q;
   q.lse = lse_in[row0 + qi];
   q.delta = delta_in[row0 + qi];
-  if (a.kind == AttentionKind::affine) {
+  if (a.kind == CoreKind::affine) {
     const AffineCoefficients c = affine_coefficients(a, row0 + qi, h, qi);
     q.alpha = c.alpha;
     q.beta = c.beta;
@@ -190,7 +189,7 @@ SIMT_GLOBAL void attention_fwd_kernel(AttentionArgs<T> a, T* s_out, T* o_out, fl
       float pv = 0;
       for (int j = 0; j < kAttnTileCols; ++j) pv += p_tile[r][j] * v_tile[j][x];
       acc[c] = acc[c] * rescale + pv;
-      if (a.kind == AttentionKind::affine)
+      if (a.kind == CoreKind::affine)
         for (int j = 0; j < kAttnTileCols; ++j)
           if (a.visible(i, j0 + j)) u[c] += v_tile[j][x];
     }
@@ -200,7 +199,7 @@ SIMT_GLOBAL void attention_fwd_kernel(AttentionArgs<T> a, T* s_out, T* o_out, fl
   const int64_t row = a.q_row(b, h) + i;
   const RowEnd end = finish_row(a, h, row_max[r], row_sum[r]);
   if (lane == 0) lse_out[row] = end.lse;
-  const bool affine = a.kind == AttentionKind::affine;
+  const bool affine = a.kind == CoreKind::affine;
   const AffineCoefficients ab = affine ? affine_coefficients(a, row, h, i) : AffineCoefficients{};
   for (int c = 0; c < kAttnColsPerThread; ++c) {
     const int x = lane + c * kAttnLanesPerRow;
@@ -246,9 +245,9 @@ SIMT_GLOBAL void attention_bwd_dq_kernel(AttentionArgs<T> a, const T* g_in, cons
       const T* s_row = s_in + (row0 + qi) * d;
       for (int x = 0; x < d; ++x) gs += g_tile[tid][x] * load(s_row + x);
       lse = lse_in[row0 + qi];
-      alpha = a.kind == AttentionKind::affine ? load(a.alpha + row0 + qi) : 1.0f;
+      alpha = a.kind == CoreKind::affine ? load(a.alpha + row0 + qi) : 1.0f;
       delta_out[row0 + qi] = alpha * gs;
-      if (a.kind == AttentionKind::sink)
+      if (a.kind == CoreKind::sink)
         sigma_terms[row0 + qi] = -math::exp(load(a.sigma + h) - lse) * (alpha * gs);
     }
     row_lse[tid] = lse;
@@ -279,7 +278,7 @@ SIMT_GLOBAL void attention_bwd_dq_kernel(AttentionArgs<T> a, const T* g_in, cons
       const int x = lane + c * kAttnLanesPerRow;
       if (x >= d) break;
       for (int j = 0; j < kAttnTileCols; ++j) dq[c] += ds_tile[r][j] * k_tile[j][x];
-      if (a.kind == AttentionKind::affine)
+      if (a.kind == CoreKind::affine)
         for (int j = 0; j < kAttnTileCols; ++j)
           if (a.visible(i, j0 + j)) u[c] += v_tile[j][x];
     }
@@ -292,7 +291,7 @@ SIMT_GLOBAL void attention_bwd_dq_kernel(AttentionArgs<T> a, const T* g_in, cons
     if (i < t) dq_out[(row0 + i) * d + x] = convert_to<T>(a.scale * dq[c]);
     gu += g_tile[r][x] * u[c];
   }
-  if (a.kind != AttentionKind::affine) return;  // uniform over the block
+  if (a.kind != CoreKind::affine) return;  // uniform over the block
   gu_parts[r][lane] = gu;
   simt::sync_threads();
   if (lane == 0 && i < t) {

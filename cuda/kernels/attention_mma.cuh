@@ -198,7 +198,7 @@ SIMT_GLOBAL void SIMT_LAUNCH_BOUNDS(kMmaAttnThreads)
   const unsigned lane = simt::lane_id();
   const int i0 = int(simt::block_idx().x) * kMmaAttnRows, h = int(simt::block_idx().y), b = int(simt::block_idx().z);
   const int w0 = i0 + 16 * int(simt::warp_id()), g = h / (a.heads / a.kv_heads), t = a.t;
-  const bool affine = a.kind == AttentionKind::affine;
+  const bool affine = a.kind == CoreKind::affine;
   const int64_t q0 = a.q_row(b, h);
   const bf16* k = a.k + a.kv_row(b, g) * D;
   const bf16* v = a.v + a.kv_row(b, g) * D;
@@ -288,7 +288,7 @@ SIMT_GLOBAL void SIMT_LAUNCH_BOUNDS(kMmaAttnThreads)
   const unsigned lane = simt::lane_id();
   const int i0 = int(simt::block_idx().x) * kMmaAttnRows, h = int(simt::block_idx().y), b = int(simt::block_idx().z);
   const int w0 = i0 + 16 * int(simt::warp_id()), g = h / (a.heads / a.kv_heads), t = a.t;
-  const bool affine = a.kind == AttentionKind::affine;
+  const bool affine = a.kind == CoreKind::affine;
   const int64_t q0 = a.q_row(b, h);
   const bf16* k = a.k + a.kv_row(b, g) * D;
   const bf16* v = a.v + a.kv_row(b, g) * D;
@@ -317,7 +317,7 @@ SIMT_GLOBAL void SIMT_LAUNCH_BOUNDS(kMmaAttnThreads)
     delta[half] = alpha[half] * gs[half];
     if (i < t && (lane & 3) == 0) {
       delta_out[q0 + i] = delta[half];
-      if (a.kind == AttentionKind::sink) sigma_terms[q0 + i] = -math::exp(load(a.sigma + h) - lse[half]) * delta[half];
+      if (a.kind == CoreKind::sink) sigma_terms[q0 + i] = -math::exp(load(a.sigma + h) - lse[half]) * delta[half];
     }
   }
 

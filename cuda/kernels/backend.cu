@@ -1,7 +1,9 @@
-// KernelBackend: the op table (tensor/op_table.hpp) over the kernel families, one launcher per
-// op (cuda/kernels/launch.hpp). Built twice (cuda/kernels/target.hpp): cotan::cuda::backend()
-// runs on the GPU and serves backend(Device::cuda(i)); cotan::emu::backend() runs the same
-// kernels in the SIMT emulator on host memory, for tests.
+// KernelBackend: the op table (tensor/op_table.hpp), fused ops included, over the kernel
+// families, one launcher per op (cuda/kernels/launch.hpp). Built twice (cuda/kernels/target.hpp):
+// cotan::cuda::backend() runs on the GPU and serves backend(Device::cuda(i));
+// cotan::emu::backend() runs the same kernels in the SIMT emulator on host memory, for tests and
+// for cuda:0 under kCudaEmulatorVariable. Which one serves a tensor is its device's backend: no
+// flag is consulted here.
 #include "cuda/kernels/backend.hpp"
 #include "cuda/kernels/launch.hpp"
 #include "cuda/runtime.hpp"
@@ -56,6 +58,43 @@ class KernelBackend final : public Backend {
   Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override {
     return launch::index_add(base, axis, index, src);
   }
+
+  // f64 cores take the composed attention.
+  bool has_attention_kernel(DType dtype) const override { return dtype == DType::f32 || dtype == DType::bf16; }
+  AttentionForward attention_forward(const AttentionSpec& core) override { return launch::attention_forward(core); }
+  AttentionGrads attention_backward(const AttentionSpec& core, const AttentionForward& saved,
+                                    const Tensor& d_out) override {
+    return launch::attention_backward(core, saved, d_out);
+  }
+
+  RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) override {
+    return launch::rms_norm_forward(x, weight, eps);
+  }
+  RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                 const Tensor& rstd) override {
+    return launch::rms_norm_backward(dy, x, weight, rstd);
+  }
+  Tensor swiglu_forward(const Tensor& g, const Tensor& u) override { return launch::swiglu_forward(g, u); }
+  SwigluGrads swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) override {
+    return launch::swiglu_backward(dy, g, u);
+  }
+  Tensor rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) override {
+    return launch::rope_forward(x, cos, sin);
+  }
+  Tensor rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin) override {
+    return launch::rope_backward(dy, cos, sin);
+  }
+
+  KdLossResult kd_loss(const Tensor& student, const Tensor& teacher, const Tensor& targets,
+                       const KdLossConfig& config, bool want_grad, const Tensor& grad_into) override {
+    return launch::kd_loss(student, teacher, targets, config, want_grad, grad_into);
+  }
+
+  AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                            const AdamWScalars<double>& s) override {
+    return launch::adamw_update(p, g, m, v, s);
+  }
+  Tensor squared_norm(const std::vector<Tensor>& xs) override { return launch::squared_norm(xs); }
 };
 
 Backend& backend() {

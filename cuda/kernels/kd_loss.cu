@@ -1,8 +1,7 @@
-// The fused distillation loss launcher (kernels in kd_loss.cuh, contract in kd_loss.hpp): three
+// The fused distillation loss launcher (kernels in kd_loss.cuh, contract in launch.hpp and
+// tensor/fused_ops.hpp): three
 // launches on the current stream (count the tokens, the rows, the fixed-order sum), then one
 // copy of the four results to the host.
-#include "cuda/kernels/kd_loss.hpp"
-
 #include <type_traits>
 
 #include "cuda/kernels/kd_loss.cuh"
@@ -33,9 +32,8 @@ void dispatch_floating(DType dtype, F&& f) {
 
 namespace launch {
 
-kd_loss::KdLossResult kd_loss_forward_backward(const Tensor& student, const Tensor& teacher, const Tensor& targets,
-                                               const train::LossConfig& config, bool want_grad,
-                                               const Tensor& grad_into) {
+KdLossResult kd_loss(const Tensor& student, const Tensor& teacher, const Tensor& targets, const KdLossConfig& config,
+                     bool want_grad, const Tensor& grad_into) {
   KdLossArgs args;
   args.want_kd = config.kd_ratio > 0;
   args.want_ce = config.kd_ratio < 1;
@@ -65,7 +63,7 @@ kd_loss::KdLossResult kd_loss_forward_backward(const Tensor& student, const Tens
   args.kd_ratio = config.kd_ratio;
   args.separate_ce = args.want_kd && args.want_ce && config.temperature != 1.0;
 
-  kd_loss::KdLossResult result;
+  KdLossResult result;
   if (want_grad && grad_into.defined()) {
     check_on_target(kOp, grad_into);
     check(grad_into.is_contiguous() && grad_into.shape() == student.shape() && grad_into.dtype() == student.dtype(),

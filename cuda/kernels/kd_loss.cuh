@@ -1,5 +1,6 @@
-// The fused distillation loss (DESIGN.md 1.2, train/losses.hpp): forward and gradient in one
-// kernel, for student logits S and teacher logits U (f64 computes in f64, f32 and bf16 in f32).
+// The fused distillation loss (DESIGN.md 1.2, train/losses.hpp, tensor/fused_ops.hpp): forward
+// and gradient in one kernel, for student logits S and teacher logits U (f64 computes in f64,
+// f32 and bf16 in f32).
 //
 // Per row r of student logits s [N, V] and teacher logits u [N, Vt >= V] (first V columns), with
 // a = s / tau, b = u / tau, q = softmax(a), p = softmax(b), a block of kRowBlock threads:
@@ -24,13 +25,13 @@
 #include <type_traits>
 
 #include "cuda/kernels/row_group.cuh"
-#include "train/losses.hpp"
+#include "tensor/fused_ops.hpp"
 
 namespace cotan::COTAN_KERNELS {
 
 struct KdLossArgs {
   int64_t rows = 0, vocab = 0, teacher_stride = 0;
-  train::KdLoss kind = train::KdLoss::fkl;
+  KdLoss kind = KdLoss::fkl;
   bool want_kd = false, want_ce = false;
   bool separate_ce = false;  // CE needs softmax(s) besides softmax(s / tau): want_kd, want_ce, tau != 1
   double tau = 1, beta = 0.5, kd_ratio = 1;
@@ -136,7 +137,7 @@ SIMT_GLOBAL void kd_loss_rows_kernel(KdLossArgs args, const S* student, const U*
     const int64_t target = targets ? targets[r] : -1;
     S* g = grad ? grad + r * n : nullptr;
     double* losses = row_losses + 3 * r;
-    if (targets && target == train::kIgnoreIndex) {
+    if (targets && target == kIgnoreIndex) {
       if (g)
         for (int64_t v = rank; v < n; v += kRowBlock) g[v] = convert_to<S>(C(0));
       if (rank == 0) losses[0] = losses[1] = losses[2] = 0;
@@ -191,12 +192,12 @@ SIMT_GLOBAL void kd_loss_rows_kernel(KdLossArgs args, const S* student, const U*
       const Prob<C> p = prob(convert_to<C>(load(u + v)) * inv_tau, sp);
       acc.z += double(p.p * p.log_p);
       switch (args.kind) {
-        case train::KdLoss::fkl:
+        case KdLoss::fkl:
           acc.x += double(p.p * (p.log_p - q.log_p));
           if (g) store(v, w_fkl * (q.p - p.p));
           break;
-        case train::KdLoss::rkl: acc.x += double(q.p * (q.log_p - p.log_p)); break;
-        case train::KdLoss::jsd: {
+        case KdLoss::rkl: acc.x += double(q.p * (q.log_p - p.log_p)); break;
+        case KdLoss::jsd: {
           const C log_mix = jsd_log_mix(p.p, q.p, beta);
           acc.x += double(p.p * (p.log_p - log_mix));
           acc.y += double(q.p * (q.log_p - log_mix));
@@ -207,9 +208,9 @@ SIMT_GLOBAL void kd_loss_rows_kernel(KdLossArgs args, const S* student, const U*
     const Triple<double> sums = group_reduce<kRowBlock>(acc, AddTriples{});
     double kd = 0;
     switch (args.kind) {
-      case train::KdLoss::fkl:
-      case train::KdLoss::rkl: kd = tau2 * sums.x; break;
-      case train::KdLoss::jsd: kd = tau2 * (double(beta) * sums.x + (1 - double(beta)) * sums.y); break;
+      case KdLoss::fkl:
+      case KdLoss::rkl: kd = tau2 * sums.x; break;
+      case KdLoss::jsd: kd = tau2 * (double(beta) * sums.x + (1 - double(beta)) * sums.y); break;
     }
     if (rank == 0) {
       losses[0] = kd;
@@ -218,8 +219,8 @@ SIMT_GLOBAL void kd_loss_rows_kernel(KdLossArgs args, const S* student, const U*
     }
 
     // Pass 3 (rkl, jsd): dL/ds_v = w q_v [d_v - shift], shift = sum_w q_w d_w (that row's KL).
-    if (!g || args.kind == train::KdLoss::fkl) continue;
-    const bool rkl = args.kind == train::KdLoss::rkl;
+    if (!g || args.kind == KdLoss::fkl) continue;
+    const bool rkl = args.kind == KdLoss::rkl;
     const C w = rkl ? weight_kd * tau : weight_kd * tau * (C(1) - beta);
     const C shift = C(rkl ? sums.x : sums.y);
     for (int64_t v = rank; v < n; v += kRowBlock) {
@@ -235,7 +236,7 @@ SIMT_GLOBAL void kd_loss_rows_kernel(KdLossArgs args, const S* student, const U*
 SIMT_GLOBAL void kd_loss_count_kernel(int64_t rows, const int64_t* targets, int64_t* count) {
   int64_t counted = 0;
   for (int64_t r = simt::thread_idx().x; r < rows; r += kRowBlock)
-    counted += (!targets || targets[r] != train::kIgnoreIndex) ? 1 : 0;
+    counted += (!targets || targets[r] != kIgnoreIndex) ? 1 : 0;
   counted = group_reduce<kRowBlock>(counted, [](int64_t a, int64_t b) { return a + b; });
   if (simt::thread_idx().x == 0) *count = counted;
 }

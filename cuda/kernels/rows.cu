@@ -1,8 +1,6 @@
-// The row kernels' launchers (kernels in rows.cuh, contract in rows.hpp): rms_norm runs one launch
+// The row kernels' launchers (kernels in rows.cuh, contract in launch.hpp and tensor/fused_ops.hpp): rms_norm runs one launch
 // forward and two backward (rows, then the fixed-order dweight sum over the groups' partials);
 // swiglu and rope one launch each. All on the current stream.
-#include "cuda/kernels/rows.hpp"
-
 #include <type_traits>
 
 #include "cuda/kernels/launch.hpp"
@@ -89,11 +87,11 @@ Tensor rope_launch(const Tensor& a, const Tensor& cos, const Tensor& sin) {
 
 namespace launch {
 
-rows::RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
+RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
   check_rms_norm(x, weight);
   const int64_t n_rows = x.size(0), dim = x.size(1);
-  rows::RmsNormForward result{empty_tensor(x.shape(), x.dtype()),
-                              empty_tensor({n_rows}, rows::compute_dtype(x.dtype()))};
+  RmsNormForward result{empty_tensor(x.shape(), x.dtype()),
+                              empty_tensor({n_rows}, row_compute_dtype(x.dtype()))};
   if (x.numel() == 0) return result;
   const Tensor xc = contiguous_on_target(x), wc = contiguous_on_target(weight);
   dispatch_floating("rms_norm", x.dtype(), [&](auto tag) {
@@ -111,14 +109,14 @@ rows::RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, dou
   return result;
 }
 
-rows::RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd) {
+RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd) {
   check_rms_norm(x, weight);
   check_same("rms_norm", dy, x);
   check_on_target("rms_norm", rstd);
   const int64_t n_rows = x.size(0), dim = x.size(1);
-  check(rstd.shape() == Shape{n_rows} && rstd.dtype() == rows::compute_dtype(x.dtype()), "rms_norm", "rstd ",
+  check(rstd.shape() == Shape{n_rows} && rstd.dtype() == row_compute_dtype(x.dtype()), "rms_norm", "rstd ",
         rstd.dtype(), " ", to_string(rstd.shape()), " does not fit x ", to_string(x.shape()));
-  rows::RmsNormGrads result{empty_tensor(x.shape(), x.dtype()), empty_tensor(weight.shape(), weight.dtype())};
+  RmsNormGrads result{empty_tensor(x.shape(), x.dtype()), empty_tensor(weight.shape(), weight.dtype())};
   if (dim == 0) return result;
   if (n_rows == 0) {
     launch::fill(result.dweight, 0);
@@ -161,10 +159,10 @@ Tensor swiglu_forward(const Tensor& g, const Tensor& u) {
   return y;
 }
 
-rows::SwigluGrads swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) {
+SwigluGrads swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) {
   check_same("swiglu", g, u);
   check_same("swiglu", dy, g);
-  rows::SwigluGrads result{empty_tensor(g.shape(), g.dtype()), empty_tensor(g.shape(), g.dtype())};
+  SwigluGrads result{empty_tensor(g.shape(), g.dtype()), empty_tensor(g.shape(), g.dtype())};
   const int64_t n = g.numel();
   if (n == 0) return result;
   const Tensor dc = contiguous_on_target(dy), gc = contiguous_on_target(g), uc = contiguous_on_target(u);

@@ -43,8 +43,6 @@ inline void*& stream_slot() noexcept {
 }
 }  // namespace detail
 
-inline void set_current_stream(void* stream) noexcept { detail::stream_slot() = stream; }
-
 // Sets the current stream for its lifetime, then restores the previous one.
 class ScopedStream {
  public:

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "autograd/autograd.hpp"
-#include "cuda/kernels/attention.hpp"
 #include "nn/attention.hpp"
 #include "tensor/ops.hpp"
 #include "tests/attention_cases.hpp"
@@ -22,6 +21,14 @@ using namespace kernel_check;
 using namespace attention_cases;
 
 namespace {
+
+// The emulated backend's attention kernels on a core.
+AttentionForward emulated_forward(const AttentionCore& core) {
+  return emulated_backend().attention_forward(core_spec(core));
+}
+AttentionGrads emulated_backward(const AttentionCore& core, const AttentionForward& fwd, const Tensor& d_out) {
+  return emulated_backend().attention_backward(core_spec(core), fwd, d_out);
+}
 
 // One line per configuration.
 const Case kCases[] = {
@@ -55,8 +62,8 @@ TEST_CASE("attention kernels match attention_composed and attention_fused: forwa
 
     std::vector<Tensor> first;  // the first schedule's results
     for_each_schedule([&] {
-      const attention_kernels::Forward fwd = emu::launch::attention_forward(core);
-      const attention_kernels::Grads g = emu::launch::attention_backward(core, fwd, cotangent);
+      const AttentionForward fwd = emulated_forward(core);
+      const AttentionGrads g = emulated_backward(core, fwd, cotangent);
       std::vector<Tensor> got{fwd.o, g.dq, g.dk, g.dv};
       if (c.kind == Kind::affine) got.push_back(g.dalpha);
       if (c.kind == Kind::sink) got.push_back(g.dsigma);
@@ -84,11 +91,11 @@ TEST_CASE("attention kernels reject what they do not run") {
   core.q = randn({1, 2, 5, 130}, gen);
   core.k = randn({1, 2, 5, 130}, gen);
   core.v = randn({1, 2, 5, 130}, gen);
-  CHECK_THROWS_WITH_AS(emu::launch::attention_forward(core), doctest::Contains("head dim 130"), std::exception);
+  CHECK_THROWS_WITH_AS(emulated_forward(core), doctest::Contains("head dim 130"), std::exception);
   core.q = randn({1, 2, 5, 8}, gen, DType::f64);
   core.k = randn({1, 2, 5, 8}, gen, DType::f64);
   core.v = randn({1, 2, 5, 8}, gen, DType::f64);
-  CHECK_THROWS_WITH_AS(emu::launch::attention_forward(core), doctest::Contains("f32 or bf16"), std::exception);
+  CHECK_THROWS_WITH_AS(emulated_forward(core), doctest::Contains("f32 or bf16"), std::exception);
 }
 
 TEST_CASE("attention kernels in bf16: f32 compute against the f32 oracle on the same values") {
@@ -105,8 +112,8 @@ TEST_CASE("attention kernels in bf16: f32 compute against the f32 oracle on the 
     auto [want, want_grads] =
         vjp(as_function(exact, attention_composed), differentiable_inputs(exact), cast(cotangent, DType::f32));
     for_each_schedule([&] {
-      const attention_kernels::Forward fwd = emu::launch::attention_forward(narrow);
-      const attention_kernels::Grads g = emu::launch::attention_backward(narrow, fwd, cotangent);
+      const AttentionForward fwd = emulated_forward(narrow);
+      const AttentionGrads g = emulated_backward(narrow, fwd, cotangent);
       std::vector<Tensor> got{fwd.o, g.dq, g.dk, g.dv};
       if (g.dalpha.defined()) got.push_back(g.dalpha);
       if (g.dsigma.defined()) got.push_back(g.dsigma);

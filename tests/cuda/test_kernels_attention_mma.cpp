@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "autograd/autograd.hpp"
-#include "cuda/kernels/attention.hpp"
+#include "cuda/kernels/launch.hpp"
 #include "nn/attention.hpp"
 #include "tensor/ops.hpp"
 #include "tests/attention_cases.hpp"
@@ -23,6 +23,14 @@ using namespace kernel_check;
 using namespace attention_cases;
 
 namespace {
+
+// The emulated backend's attention kernels on a core.
+AttentionForward emulated_forward(const AttentionCore& core) {
+  return emulated_backend().attention_forward(core_spec(core));
+}
+AttentionGrads emulated_backward(const AttentionCore& core, const AttentionForward& fwd, const Tensor& d_out) {
+  return emulated_backend().attention_backward(core_spec(core), fwd, d_out);
+}
 
 // One line per configuration. T = 70 spans two 64-row tiles and a partial key step of the
 // forward (64 keys) and of the backward (32); T = 17 is one partial tile; T = 130 three tiles.
@@ -54,7 +62,7 @@ constexpr double kTolerance = 1e-2;
 // sum_{b, i} exp(sigma_h - L_i) |G_i| . |S_i| (from a forward's s and lse), not with the result.
 // The largest |got - want| over that scale.
 double dsigma_error(const Tensor& got, const Tensor& want, const AttentionCore& core, const Tensor& cotangent,
-                    const attention_kernels::Forward& fwd) {
+                    const AttentionForward& fwd) {
   const std::vector<double> g = values(got), w = values(want), sigma = values(core.sigma), lse = values(fwd.lse),
                             s = values(fwd.s), dy = values(cotangent);
   const int64_t batch = core.q.size(0), heads = core.q.size(1), t = core.q.size(2), d = core.q.size(3);
@@ -82,7 +90,7 @@ struct SimtKernelsOnly {
 };
 
 // O, dq, dk, dv and dalpha or dsigma.
-std::vector<Tensor> results(const attention_kernels::Forward& fwd, const attention_kernels::Grads& g) {
+std::vector<Tensor> results(const AttentionForward& fwd, const AttentionGrads& g) {
   std::vector<Tensor> out{fwd.o, g.dq, g.dk, g.dv};
   if (g.dalpha.defined()) out.push_back(g.dalpha);
   if (g.dsigma.defined()) out.push_back(g.dsigma);
@@ -102,19 +110,19 @@ TEST_CASE("tensor-core attention kernels match attention_composed and the SIMT k
         vjp(as_function(cores.f32, attention_composed), differentiable_inputs(cores.f32), cast(cotangent, DType::f32));
     want_grads.insert(want_grads.begin(), want);
 
-    attention_kernels::Forward simt_fwd;
+    AttentionForward simt_fwd;
     std::vector<Tensor> simt;
     {
       SimtKernelsOnly only;
-      simt_fwd = emu::launch::attention_forward(cores.bf16);
-      simt = results(simt_fwd, emu::launch::attention_backward(cores.bf16, simt_fwd, cotangent));
+      simt_fwd = emulated_forward(cores.bf16);
+      simt = results(simt_fwd, emulated_backward(cores.bf16, simt_fwd, cotangent));
     }
     REQUIRE(simt.size() == want_grads.size());
 
     std::vector<Tensor> first;  // the first schedule's results
     for_each_schedule([&] {
-      const attention_kernels::Forward fwd = emu::launch::attention_forward(cores.bf16);
-      const std::vector<Tensor> got = results(fwd, emu::launch::attention_backward(cores.bf16, fwd, cotangent));
+      const AttentionForward fwd = emulated_forward(cores.bf16);
+      const std::vector<Tensor> got = results(fwd, emulated_backward(cores.bf16, fwd, cotangent));
       REQUIRE(got.size() == want_grads.size());
       CHECK(rel_diff(fwd.s, simt_fwd.s) <= kTolerance);
       CHECK(rel_diff(fwd.lse, simt_fwd.lse) <= 1e-4);
@@ -135,7 +143,7 @@ TEST_CASE("tensor-core attention kernels match attention_composed and the SIMT k
 
       // The SIMT backward on this forward's saved tensors.
       SimtKernelsOnly only;
-      const std::vector<Tensor> mixed = results(fwd, emu::launch::attention_backward(cores.bf16, fwd, cotangent));
+      const std::vector<Tensor> mixed = results(fwd, emulated_backward(cores.bf16, fwd, cotangent));
       for (size_t n = 1; n < mixed.size(); ++n) {
         INFO("SIMT backward on the tensor-core forward: ", std::string(names[n]));
         if (n == 4 && c.kind == Kind::sink)
@@ -164,11 +172,11 @@ TEST_CASE("tensor-core attention kernels read inputs at any element offset") {
   offset.v = shifted(aligned.v);
   Generator gen(78);
   const Tensor cotangent = cast(randn(aligned.q.shape(), gen, DType::f64), DType::bf16);
-  const attention_kernels::Forward want_fwd = emu::launch::attention_forward(aligned);
-  const std::vector<Tensor> want = results(want_fwd, emu::launch::attention_backward(aligned, want_fwd, cotangent));
+  const AttentionForward want_fwd = emulated_forward(aligned);
+  const std::vector<Tensor> want = results(want_fwd, emulated_backward(aligned, want_fwd, cotangent));
   for_each_schedule([&] {
-    const attention_kernels::Forward fwd = emu::launch::attention_forward(offset);
-    const std::vector<Tensor> got = results(fwd, emu::launch::attention_backward(offset, fwd, shifted(cotangent)));
+    const AttentionForward fwd = emulated_forward(offset);
+    const std::vector<Tensor> got = results(fwd, emulated_backward(offset, fwd, shifted(cotangent)));
     REQUIRE(got.size() == want.size());
     for (size_t n = 0; n < got.size(); ++n) expect_same(got[n], want[n], cat("output ", n));
   });

@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "autograd/autograd.hpp"
-#include "cuda/kernels/kd_loss.hpp"
 #include "tensor/ops.hpp"
 #include "train/losses.hpp"
 
@@ -17,6 +16,12 @@ using namespace cotan::train;
 using namespace kernel_check;
 
 namespace {
+
+// The emulated backend's fused loss (Backend::kd_loss).
+KdLossResult emulated_loss(const Tensor& student, const Tensor& teacher, const Tensor& targets,
+                           const LossConfig& config, bool want_grad, const Tensor& grad_into = Tensor()) {
+  return emulated_backend().kd_loss(student, teacher, targets, config, want_grad, grad_into);
+}
 
 struct Case {
   KdLoss kind;
@@ -78,7 +83,7 @@ CpuRun run_cpu(LossParts (*loss)(const Tensor&, const Tensor&, const Tensor&, co
 }
 
 // Loss values compute in f32 (f64 for f64 logits) whatever the logits' storage.
-void expect_parts(const kd_loss::KdLossResult& got, const LossParts& want, DType logits, const std::string& what) {
+void expect_parts(const KdLossResult& got, const LossParts& want, DType logits, const std::string& what) {
   INFO(what);
   const DType dtype = logits == DType::f64 ? DType::f64 : DType::f32;
   CHECK(got.tokens == want.tokens);
@@ -96,10 +101,9 @@ void expect_parts(const kd_loss::KdLossResult& got, const LossParts& want, DType
 void check_batch(const Batch& b, const LossConfig& config, const std::string& what) {
   const CpuRun fused = run_cpu(distill_loss, b, config);
   const CpuRun composed = run_cpu(distill_loss_composed, b, config);
-  std::optional<kd_loss::KdLossResult> first;
+  std::optional<KdLossResult> first;
   for_each_schedule([&] {
-    const kd_loss::KdLossResult got =
-        emu::launch::kd_loss_forward_backward(b.student, b.teacher, b.targets, config, true);
+    const KdLossResult got = emulated_loss(b.student, b.teacher, b.targets, config, true);
     expect_parts(got, fused.parts, b.student.dtype(), cat(what, " vs fused"));
     expect_parts(got, composed.parts, b.student.dtype(), cat(what, " vs composed"));
     expect_close(got.grad, fused.grad, cat(what, " gradient vs fused"));
@@ -142,15 +146,15 @@ TEST_CASE("kd_loss kernels: wider bf16 teacher, i32 targets, f64 logits") {
 TEST_CASE("kd_loss kernels: no gradient, all rows ignored, no targets") {
   const Batch b = random_batch(4, 500, 500, DType::f32, DType::f32, DType::i64, 51);
   const LossConfig config = config_of({KdLoss::rkl, 0.5, 2, 0.5});
-  const auto with_grad = emu::launch::kd_loss_forward_backward(b.student, b.teacher, b.targets, config, true);
-  const auto without = emu::launch::kd_loss_forward_backward(b.student, b.teacher, b.targets, config, false);
+  const auto with_grad = emulated_loss(b.student, b.teacher, b.targets, config, true);
+  const auto without = emulated_loss(b.student, b.teacher, b.targets, config, false);
   CHECK(!without.grad.defined());
   CHECK(without.total == with_grad.total);
 
   // Every row ignored: every part 0, the gradient 0.
   Batch ignored = b;
   ignored.targets = full({4}, double(kIgnoreIndex), DType::i64);
-  const auto none = emu::launch::kd_loss_forward_backward(ignored.student, ignored.teacher, ignored.targets, config, true);
+  const auto none = emulated_loss(ignored.student, ignored.teacher, ignored.targets, config, true);
   CHECK(none.tokens == 0);
   CHECK(none.total == 0);
   CHECK(none.teacher_entropy == 0);
@@ -171,11 +175,11 @@ TEST_CASE("kd_loss kernels: the gradient written over the student logits equals 
     for (const Case& c : kCases) {
       const LossConfig config = config_of(c);
       const std::string what = describe(config, b);
-      const auto separate = emu::launch::kd_loss_forward_backward(b.student, b.teacher, b.targets, config, true);
+      const auto separate = emulated_loss(b.student, b.teacher, b.targets, config, true);
       for_each_schedule([&] {
         const Tensor logits = clone(b.student);
         const auto in_place =
-            emu::launch::kd_loss_forward_backward(logits, b.teacher, b.targets, config, true, logits);
+            emulated_loss(logits, b.teacher, b.targets, config, true, logits);
         CHECK(in_place.grad.data_ptr() == logits.data_ptr());
         CHECK(in_place.total == separate.total);
         CHECK(in_place.teacher_entropy == separate.teacher_entropy);
@@ -184,7 +188,7 @@ TEST_CASE("kd_loss kernels: the gradient written over the student logits equals 
     }
   }
   const Batch b = random_batch(2, 100, 100, DType::f32, DType::f32, DType::i64, 62);
-  CHECK_THROWS_WITH_AS(emu::launch::kd_loss_forward_backward(b.student, b.teacher, b.targets, LossConfig{}, true,
+  CHECK_THROWS_WITH_AS(emulated_loss(b.student, b.teacher, b.targets, LossConfig{}, true,
                                                              zeros({2, 99})),
                        "[kd_loss] the gradient buffer f32 [2, 99] is not a contiguous tensor of the student logits' "
                        "shape and dtype f32 [2, 100]",

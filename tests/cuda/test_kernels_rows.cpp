@@ -1,5 +1,5 @@
 // The row kernels of the fused layers (cuda/kernels/rows.cuh) run by the SIMT emulator, against
-// the CPU's row kernels (nn/fused_rows.hpp): rms_norm forward (y and the saved rstd) and backward
+// the CPU backend's row kernels (tensor/cpu/rows.cpp): rms_norm forward (y and the saved rstd) and backward
 // (dx and the weight gradient, from the same rstd) with warp and block row groups, swiglu forward
 // and backward over more elements than the grid covers at once, rope forward and backward on
 // strided rows with broadcast tables; f64, f32 and bf16, under two emulator schedules (which must
@@ -10,8 +10,6 @@
 #include <optional>
 #include <vector>
 
-#include "cuda/kernels/rows.hpp"
-#include "nn/fused_rows.hpp"
 #include "nn/layers.hpp"
 #include "tensor/ops.hpp"
 
@@ -55,17 +53,17 @@ TEST_CASE("rms_norm kernels match the CPU: forward, saved rstd, dx and the weigh
       const Tensor x = normal({n_rows, dim}, ++seed, dt, 2.0);
       const Tensor weight = cast(1.0 + normal({dim}, ++seed, DType::f64, 0.3), dt);
       const Tensor dy = normal({n_rows, dim}, ++seed, dt);
-      const rows::RmsNormForward cpu_forward = rows::rms_norm_forward(x, weight, 1e-5);
+      const RmsNormForward cpu_forward = cpu().rms_norm_forward(x, weight, 1e-5);
       check_kernel(
           [&] {
-            const rows::RmsNormForward f = emu::launch::rms_norm_forward(x, weight, 1e-5);
+            const RmsNormForward f = emulated_backend().rms_norm_forward(x, weight, 1e-5);
             return std::vector<Tensor>{f.y, f.rstd};
           },
           {cpu_forward.y, cpu_forward.rstd}, what + " forward");
-      const rows::RmsNormGrads cpu_grads = rows::rms_norm_backward(dy, x, weight, cpu_forward.rstd);
+      const RmsNormGrads cpu_grads = cpu().rms_norm_backward(dy, x, weight, cpu_forward.rstd);
       check_kernel(
           [&] {
-            const rows::RmsNormGrads g = emu::launch::rms_norm_backward(dy, x, weight, cpu_forward.rstd);
+            const RmsNormGrads g = emulated_backend().rms_norm_backward(dy, x, weight, cpu_forward.rstd);
             return std::vector<Tensor>{g.dx, g.dweight};
           },
           {cpu_grads.dx, cpu_grads.dweight}, what + " backward");
@@ -75,17 +73,17 @@ TEST_CASE("rms_norm kernels match the CPU: forward, saved rstd, dx and the weigh
 TEST_CASE("rms_norm kernels: strided x is read through a copy, no rows gives a zero weight gradient") {
   const Tensor x = transpose(normal({24, 6}, 5, DType::f32));  // [6, 24], strides (1, 6)
   const Tensor weight = normal({24}, 6, DType::f32);
-  const rows::RmsNormForward want = rows::rms_norm_forward(x, weight, 1e-6);
-  const rows::RmsNormForward got = emu::launch::rms_norm_forward(x, weight, 1e-6);
+  const RmsNormForward want = cpu().rms_norm_forward(x, weight, 1e-6);
+  const RmsNormForward got = emulated_backend().rms_norm_forward(x, weight, 1e-6);
   expect_close(got.y, want.y, "strided y");
   expect_close(got.rstd, want.rstd, "strided rstd");
 
   const Tensor empty = Tensor::empty({0, 24}, DType::f32);
-  const rows::RmsNormGrads none =
-      emu::launch::rms_norm_backward(empty, empty, weight, Tensor::empty({0}, DType::f32));
+  const RmsNormGrads none =
+      emulated_backend().rms_norm_backward(empty, empty, weight, Tensor::empty({0}, DType::f32));
   CHECK(none.dx.shape() == Shape{0, 24});
   for (double v : values(none.dweight)) CHECK(v == 0);
-  CHECK_THROWS_WITH_AS(emu::launch::rms_norm_forward(x, normal({5}, 7, DType::f32), 1e-6),
+  CHECK_THROWS_WITH_AS(emulated_backend().rms_norm_forward(x, normal({5}, 7, DType::f32), 1e-6),
                        doctest::Contains("[rms_norm]"), Error);
 }
 
@@ -96,18 +94,18 @@ TEST_CASE("swiglu kernels match the CPU: forward and both gradients") {
     const Tensor g = normal({3, 500}, ++seed, dt, 5.0), u = normal({3, 500}, ++seed, dt);
     const Tensor dy = normal({3, 500}, ++seed, dt);
     const std::string what = cat("swiglu ", dt);
-    check_kernel([&] { return std::vector<Tensor>{emu::launch::swiglu_forward(g, u)}; }, {rows::swiglu_forward(g, u)},
-                 what + " forward");
-    const rows::SwigluGrads want = rows::swiglu_backward(dy, g, u);
+    check_kernel([&] { return std::vector<Tensor>{emulated_backend().swiglu_forward(g, u)}; },
+                 {cpu().swiglu_forward(g, u)}, what + " forward");
+    const SwigluGrads want = cpu().swiglu_backward(dy, g, u);
     check_kernel(
         [&] {
-          const rows::SwigluGrads got = emu::launch::swiglu_backward(dy, g, u);
+          const SwigluGrads got = emulated_backend().swiglu_backward(dy, g, u);
           return std::vector<Tensor>{got.dg, got.du};
         },
         {want.dg, want.du}, what + " backward");
     // A strided g goes through a copy.
     const Tensor g_t = transpose(contiguous(transpose(g)));
-    expect_close(emu::launch::swiglu_forward(g_t, u), rows::swiglu_forward(g, u), what + " strided");
+    expect_close(emulated_backend().swiglu_forward(g_t, u), cpu().swiglu_forward(g, u), what + " strided");
   }
 }
 
@@ -123,12 +121,12 @@ TEST_CASE("rope kernels match the CPU: strided rows, broadcast tables, forward a
       const Tensor x = permute(normal({b, t, h, d}, ++seed, dt), {0, 2, 1, 3});
       const Tensor dy = normal(shape, ++seed, dt);
       const Tensor c = broadcast_to(cos, shape), s = broadcast_to(sin, shape);
-      check_kernel([&] { return std::vector<Tensor>{emu::launch::rope_forward(x, c, s)}; },
-                   {rows::rope_forward(x, c, s)}, what + " forward");
-      check_kernel([&] { return std::vector<Tensor>{emu::launch::rope_backward(dy, c, s)}; },
-                   {rows::rope_backward(dy, c, s)}, what + " backward");
+      check_kernel([&] { return std::vector<Tensor>{emulated_backend().rope_forward(x, c, s)}; },
+                   {cpu().rope_forward(x, c, s)}, what + " forward");
+      check_kernel([&] { return std::vector<Tensor>{emulated_backend().rope_backward(dy, c, s)}; },
+                   {cpu().rope_backward(dy, c, s)}, what + " backward");
     }
   // A non-unit last stride is the caller's to fix (nn::rope copies such operands).
   const Tensor x = transpose(normal({8, 4}, 9, DType::f32));
-  CHECK_THROWS_WITH_AS(emu::launch::rope_forward(x, x, x), doctest::Contains("[rope]"), Error);
+  CHECK_THROWS_WITH_AS(emulated_backend().rope_forward(x, x, x), doctest::Contains("[rope]"), Error);
 }

@@ -1,4 +1,4 @@
-// Tiles for the CPU attention kernels (nn/attention_fused.cpp, nn/attention_stats.cpp).
+// Tiles for the CPU attention kernels (tensor/cpu/attention.cpp, nn/attention_stats.cpp).
 //
 // One (batch row, head) problem is packed into padded, contiguous copies: rows [tp][dp] for Q
 // (pre-scaled by c = 1/sqrt(d)), V, K, the cotangents, and transposed key tiles (K^T, V^T, see
@@ -26,9 +26,10 @@
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 
-#include "nn/attention.hpp"
+#include "tensor/fused_ops.hpp"
+#include "tensor/tensor.hpp"
 
-namespace cotan::nn::tiles {
+namespace cotan::cpu::tiles {
 
 constexpr int64_t kQueryRows = 32;  // queries per tile
 constexpr int64_t kKeyCols = 64;    // keys per tile
@@ -306,4 +307,4 @@ class Scratch {
   std::vector<T> buffer_;
 };
 
-}  // namespace cotan::nn::tiles
+}  // namespace cotan::cpu::tiles

@@ -1,13 +1,14 @@
-// One element of the AdamW update (train/optim.hpp), for the CPU loop and the CUDA kernel
-// (cuda/kernels/optim.cuh) alike: plain arithmetic in the working dtype W, in the order of the
-// composed update.
+// One element of the AdamW update (train/optim.hpp), for the CPU loop (tensor/cpu/optim.cpp) and
+// the CUDA kernel (cuda/kernels/optim.cuh) alike: plain arithmetic in the working dtype W, in the
+// order of the composed update. SIMT_HOST_DEVICE (cuda/simt/common.hpp, no other include) lets
+// nvcc compile it for the device.
 #pragma once
 
 #include <cmath>
 
 #include "cuda/simt/common.hpp"
 
-namespace cotan::train {
+namespace cotan {
 
 // The step's constants in W (shrink is 1 for parameters without weight decay).
 template <class W>
@@ -38,4 +39,4 @@ SIMT_HOST_DEVICE void adamw_element(W& p, W g, W& m, W& v, const AdamWScalars<W>
   p = p - (m / denom) * s.step_size;
 }
 
-}  // namespace cotan::train
+}  // namespace cotan

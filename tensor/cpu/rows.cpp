@@ -1,12 +1,11 @@
-// The CPU row kernels of the fused layers (contract in nn/fused_rows.hpp). Rows (rms_norm, rope)
+// The CPU backend's row kernels of the fused layers: rms_norm, swiglu and rope, forward and
+// backward (contract in tensor/fused_ops.hpp, ops in nn/fused.hpp). Rows (rms_norm, rope)
 // or elements (swiglu) are cut into chunks that depend only on the sizes (tensor/cpu/parallel.hpp);
 // the one reduction across rows, rms_norm's dweight, sums fixed blocks of rows into f64 partials
 // and adds the partials in block order: the same bits with any number of threads.
 //
 // Row sums are f64 over eight interleaved lanes (products in the compute type first, as the
 // composed square-then-sum does); bf16 rows are converted to f32 once per row or tile.
-#include "nn/fused_rows.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -18,10 +17,10 @@
 #include <Eigen/Core>
 #pragma GCC diagnostic pop
 
+#include "tensor/cpu/backend.hpp"
 #include "tensor/cpu/parallel.hpp"
-#include "tensor/ops.hpp"
 
-namespace cotan::rows {
+namespace cotan::cpu {
 
 namespace {
 
@@ -293,24 +292,27 @@ Tensor rope_rows(const Tensor& a, const Tensor& cos, const Tensor& sin) {
 
 }  // namespace
 
-RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
-  const Tensor xc = contiguous(x), wc = contiguous(weight);
-  RmsNormForward out{Tensor::empty(x.shape(), x.dtype()), Tensor::empty({x.size(0)}, compute_dtype(x.dtype()))};
+RmsNormForward CpuBackend::rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) {
+  const Tensor xc = contiguous_as(x), wc = contiguous_as(weight);
+  RmsNormForward out{Tensor::empty(x.shape(), x.dtype()),
+                     Tensor::empty({x.size(0)}, row_compute_dtype(x.dtype()))};
   if (x.numel() == 0) return out;
   dispatch_floating(x.dtype(), [&](auto tag) { rms_norm_forward_typed<decltype(tag)>(xc, wc, eps, out); });
   return out;
 }
 
-RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight, const Tensor& rstd) {
-  const Tensor dyc = contiguous(dy), xc = contiguous(x), wc = contiguous(weight), rc = contiguous(rstd);
-  RmsNormGrads out{Tensor::empty(x.shape(), x.dtype()), zeros(weight.shape(), weight.dtype())};
+RmsNormGrads CpuBackend::rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,
+                                           const Tensor& rstd) {
+  const Tensor dyc = contiguous_as(dy), xc = contiguous_as(x), wc = contiguous_as(weight), rc = contiguous_as(rstd);
+  RmsNormGrads out{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(weight.shape(), weight.dtype())};
+  fill(out.dweight, 0);
   if (x.numel() == 0) return out;
   dispatch_floating(x.dtype(), [&](auto tag) { rms_norm_backward_typed<decltype(tag)>(dyc, xc, wc, rc, out); });
   return out;
 }
 
-Tensor swiglu_forward(const Tensor& g, const Tensor& u) {
-  const Tensor gc = contiguous(g), uc = contiguous(u);
+Tensor CpuBackend::swiglu_forward(const Tensor& g, const Tensor& u) {
+  const Tensor gc = contiguous_as(g), uc = contiguous_as(u);
   Tensor y = Tensor::empty(g.shape(), g.dtype());
   dispatch_floating(g.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -319,8 +321,8 @@ Tensor swiglu_forward(const Tensor& g, const Tensor& u) {
   return y;
 }
 
-SwigluGrads swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) {
-  const Tensor dyc = contiguous(dy), gc = contiguous(g), uc = contiguous(u);
+SwigluGrads CpuBackend::swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) {
+  const Tensor dyc = contiguous_as(dy), gc = contiguous_as(g), uc = contiguous_as(u);
   SwigluGrads out{Tensor::empty(g.shape(), g.dtype()), Tensor::empty(g.shape(), g.dtype())};
   dispatch_floating(g.dtype(), [&](auto tag) {
     using T = decltype(tag);
@@ -330,8 +332,12 @@ SwigluGrads swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) 
   return out;
 }
 
-Tensor rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) { return rope_rows<false>(x, cos, sin); }
+Tensor CpuBackend::rope_forward(const Tensor& x, const Tensor& cos, const Tensor& sin) {
+  return rope_rows<false>(x, cos, sin);
+}
 
-Tensor rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin) { return rope_rows<true>(dy, cos, sin); }
+Tensor CpuBackend::rope_backward(const Tensor& dy, const Tensor& cos, const Tensor& sin) {
+  return rope_rows<true>(dy, cos, sin);
+}
 
-}  // namespace cotan::rows
+}  // namespace cotan::cpu
