@@ -14,37 +14,33 @@
 
 #include "tensor/op_table.hpp"
 
-#if defined(__CUDACC__)
-#define COTAN_HOST_DEVICE __host__ __device__ inline
-#else
-#define COTAN_HOST_DEVICE inline
-#endif
+#include "tensor/random.hpp"  // COTAN_HOST_DEVICE: host and device functions under nvcc
 
 namespace cotan {
 
 // The C library names, which nvcc (device) and g++ (host libm) both provide for float and double.
 namespace math {
-COTAN_HOST_DEVICE float exp(float x) { return ::expf(x); }
-COTAN_HOST_DEVICE double exp(double x) { return ::exp(x); }
-COTAN_HOST_DEVICE float log(float x) { return ::logf(x); }
-COTAN_HOST_DEVICE double log(double x) { return ::log(x); }
-COTAN_HOST_DEVICE float log1p(float x) { return ::log1pf(x); }
-COTAN_HOST_DEVICE double log1p(double x) { return ::log1p(x); }
-COTAN_HOST_DEVICE float sqrt(float x) { return ::sqrtf(x); }
-COTAN_HOST_DEVICE double sqrt(double x) { return ::sqrt(x); }
-COTAN_HOST_DEVICE float tanh(float x) { return ::tanhf(x); }
-COTAN_HOST_DEVICE double tanh(double x) { return ::tanh(x); }
-COTAN_HOST_DEVICE float sin(float x) { return ::sinf(x); }
-COTAN_HOST_DEVICE double sin(double x) { return ::sin(x); }
-COTAN_HOST_DEVICE float cos(float x) { return ::cosf(x); }
-COTAN_HOST_DEVICE double cos(double x) { return ::cos(x); }
-COTAN_HOST_DEVICE float pow(float x, float y) { return ::powf(x, y); }
-COTAN_HOST_DEVICE double pow(double x, double y) { return ::pow(x, y); }
-COTAN_HOST_DEVICE float abs(float x) { return ::fabsf(x); }
-COTAN_HOST_DEVICE double abs(double x) { return ::fabs(x); }
-COTAN_HOST_DEVICE double floor(double x) { return ::floor(x); }
+COTAN_HOST_DEVICE inline float exp(float x) { return ::expf(x); }
+COTAN_HOST_DEVICE inline double exp(double x) { return ::exp(x); }
+COTAN_HOST_DEVICE inline float log(float x) { return ::logf(x); }
+COTAN_HOST_DEVICE inline double log(double x) { return ::log(x); }
+COTAN_HOST_DEVICE inline float log1p(float x) { return ::log1pf(x); }
+COTAN_HOST_DEVICE inline double log1p(double x) { return ::log1p(x); }
+COTAN_HOST_DEVICE inline float sqrt(float x) { return ::sqrtf(x); }
+COTAN_HOST_DEVICE inline double sqrt(double x) { return ::sqrt(x); }
+COTAN_HOST_DEVICE inline float tanh(float x) { return ::tanhf(x); }
+COTAN_HOST_DEVICE inline double tanh(double x) { return ::tanh(x); }
+COTAN_HOST_DEVICE inline float sin(float x) { return ::sinf(x); }
+COTAN_HOST_DEVICE inline double sin(double x) { return ::sin(x); }
+COTAN_HOST_DEVICE inline float cos(float x) { return ::cosf(x); }
+COTAN_HOST_DEVICE inline double cos(double x) { return ::cos(x); }
+COTAN_HOST_DEVICE inline float pow(float x, float y) { return ::powf(x, y); }
+COTAN_HOST_DEVICE inline double pow(double x, double y) { return ::pow(x, y); }
+COTAN_HOST_DEVICE inline float abs(float x) { return ::fabsf(x); }
+COTAN_HOST_DEVICE inline double abs(double x) { return ::fabs(x); }
+COTAN_HOST_DEVICE inline double floor(double x) { return ::floor(x); }
 template <class C>
-COTAN_HOST_DEVICE bool is_nan(C v) {
+COTAN_HOST_DEVICE inline bool is_nan(C v) {
   if constexpr (std::is_floating_point_v<C>) return v != v;
   else return false;
 }
@@ -58,7 +54,7 @@ template <class C> inline constexpr C kGeluCubic = C(0.044715);
 
 // A floating unary op on a compute-type value; a and b are clamp's bounds and pow's exponent.
 template <UnaryOp Op, class C>
-COTAN_HOST_DEVICE C floating(C x, C a, C b) {
+COTAN_HOST_DEVICE inline C floating(C x, C a, C b) {
   constexpr C zero = C(0), one = C(1), half = C(0.5);
   if constexpr (Op == UnaryOp::neg) return -x;
   else if constexpr (Op == UnaryOp::exp) return math::exp(x);
@@ -97,7 +93,7 @@ COTAN_HOST_DEVICE C floating(C x, C a, C b) {
 
 // An integer unary op (the ops with accepts_integers); lo and hi are clamp's integer bounds.
 template <UnaryOp Op, class T>
-COTAN_HOST_DEVICE T integer(T x, T lo, T hi) {
+COTAN_HOST_DEVICE inline T integer(T x, T lo, T hi) {
   using U = std::make_unsigned_t<T>;
   if constexpr (Op == UnaryOp::neg) return T(U(0) - U(x));
   else if constexpr (Op == UnaryOp::abs) return x < 0 ? T(U(0) - U(x)) : x;
