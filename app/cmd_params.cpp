@@ -4,8 +4,8 @@
 
 #include "app/commands.hpp"
 #include "nn/config.hpp"
-#include "nn/json.hpp"
 #include "nn/model.hpp"
+#include "util/json.hpp"
 
 namespace po = boost::program_options;
 
@@ -37,7 +37,7 @@ int cmd_params(const Args& args) {
     j["total"] = total;
     j["softmax_total"] = softmax;
     j["overhead"] = total - softmax;
-    std::cout << j.dump() << "\n";
+    std::cout << dump_json(j) << "\n";
   } else {
     std::cout << "config     " << config_name << "\nattention  " << kind << "\ntotal      " << total
               << "\nsoftmax    " << softmax << "\noverhead   " << total - softmax << "\n";

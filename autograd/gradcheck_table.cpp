@@ -11,6 +11,7 @@
 #include "nn/fused.hpp"
 #include "tensor/ops.hpp"
 #include "train/losses.hpp"
+#include "util/hash.hpp"
 
 namespace cotan {
 
@@ -25,11 +26,7 @@ struct Case {
 using Maker = std::function<Case(Generator&)>;
 
 // FNV-1a of the name, mixed with the seed: each case draws its own numbers.
-uint64_t case_seed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : name) h = (h ^ uint8_t(c)) * 0x100000001b3ull;
-  return h ^ (seed * 0x9E3779B97F4A7C15ull);
-}
+uint64_t case_seed(uint64_t seed, std::string_view name) { return fnv1a(name) ^ (seed * 0x9E3779B97F4A7C15ull); }
 
 Tensor normal(const Shape& shape, Generator& gen) { return randn(shape, gen, DType::f64); }
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "nn/attention.hpp"
-#include "nn/json.hpp"
 #include "tensor/shape.hpp"
+#include "util/json_fwd.hpp"
 
 namespace cotan::nn {
 
@@ -78,7 +78,6 @@ struct ModelConfig {
   static ModelConfig from_json(const Json& json, std::string_view source);
 };
 
-std::vector<std::string> preset_names();
 // Throws "[config] unknown preset 'x' (known: tiny-teacher, ...)".
 ModelConfig preset(std::string_view name);
 // A preset name, a config.json file, or a directory holding config.json.

@@ -9,6 +9,7 @@
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/ops.hpp"
+#include "util/json.hpp"
 
 using namespace cotan;
 using namespace cotan::nn;
