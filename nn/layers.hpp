@@ -9,7 +9,7 @@
 
 #include "nn/attention.hpp"
 #include "nn/config.hpp"
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 
 namespace cotan::nn {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 #include "train/adamw_element.hpp"
 
 namespace cotan::train {

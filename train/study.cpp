@@ -11,7 +11,7 @@
 #include <iostream>
 #include <optional>
 
-#include "nn/checkpoint.hpp"
+#include "nn/model_dir.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"

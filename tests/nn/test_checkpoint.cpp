@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "nn/checkpoint.hpp"
+#include "nn/model_dir.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/ops.hpp"

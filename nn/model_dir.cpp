@@ -1,4 +1,4 @@
-#include "nn/checkpoint.hpp"
+#include "nn/model_dir.hpp"
 
 #include <filesystem>
 
