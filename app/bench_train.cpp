@@ -42,6 +42,7 @@
 #include "tensor/error.hpp"
 #include "tensor/ops.hpp"
 #include "train/trainer.hpp"
+#include "util/json.hpp"
 
 namespace cotan::app {
 
@@ -73,9 +74,12 @@ struct TempDir {
   }
 };
 
-std::vector<double> numbers(const Json& array) {
+// The numbers of the reply's array `key`.
+std::vector<double> numbers(const Json& reply, std::string_view key) {
+  const Json& array = member(reply, key);
+  if (!array.is_array()) fail("bench", "--torch: the reply's '", key, "' is ", kind_name(array), ", not an array");
   std::vector<double> out;
-  for (const Json& v : array.as_array()) out.push_back(v.as_double());
+  for (const Json& v : array) out.push_back(as_double(v));
   return out;
 }
 
@@ -257,10 +261,10 @@ int bench_train(const Args& args) {
   auto run_torch = [&](int n, bool timed) {
     torch_request["steps"] = n;
     const Json reply = torch->request(torch_request);
-    for (double loss : numbers(reply.at("losses"))) theirs.losses.push_back(loss);
+    for (double loss : numbers(reply, "losses")) theirs.losses.push_back(loss);
     if (!timed) return;
-    for (double s : numbers(reply.at("seconds"))) theirs.seconds.push_back(s);
-    for (double s : numbers(reply.at("cpu_seconds"))) theirs.cpu_seconds.push_back(s);
+    for (double s : numbers(reply, "seconds")) theirs.seconds.push_back(s);
+    for (double s : numbers(reply, "cpu_seconds")) theirs.cpu_seconds.push_back(s);
   };
 
   if (warmup > 0) run_cotan(warmup, false);
@@ -272,9 +276,9 @@ int bench_train(const Args& args) {
       std::this_thread::sleep_for(kSettle);
       torch_request["steps"] = warmup;
       const Json reply = c.process->request(torch_request);
-      const std::vector<double> seconds = numbers(reply.at("seconds"));
+      const std::vector<double> seconds = numbers(reply, "seconds");
       c.fastest_warmup = *std::min_element(seconds.begin(), seconds.end());
-      c.warmup_losses = numbers(reply.at("losses"));
+      c.warmup_losses = numbers(reply, "losses");
       probe.emplace_back(c.omp_wait, c.fastest_warmup);
     }
     auto best = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {

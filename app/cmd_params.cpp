@@ -5,8 +5,8 @@
 
 #include "app/commands.hpp"
 #include "nn/config.hpp"
-#include "nn/json.hpp"
 #include "nn/model.hpp"
+#include "util/json.hpp"
 
 namespace po = boost::program_options;
 
@@ -49,7 +49,7 @@ int cmd_params(const Args& args) {
       per_layer.push_back(entry);
     }
     j["per_layer"] = per_layer;
-    std::cout << j.dump() << "\n";
+    std::cout << dump_json(j) << "\n";
   } else {
     std::cout << "config     " << config_name << "\nattention  " << kind << " (" << info.help << ")\ntotal      " << total
               << "\nsoftmax    " << softmax << "\noverhead   " << total - softmax << "\n";

@@ -7,7 +7,7 @@
 
 #include "app/commands.hpp"
 #include "cotan_config.h"
-#include "nn/checkpoint.hpp"
+#include "nn/model_dir.hpp"
 #include "tensor/op_table.hpp"
 #include "train/study.hpp"
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "tensor/error.hpp"
+#include "util/json.hpp"
 
 namespace cotan::app {
 
@@ -64,12 +65,13 @@ TorchReference::TorchReference(const fs::path& script, int threads, const std::v
   to_ = fdopen(to_child[1], "w");
   from_ = fdopen(from_child[0], "r");
   try {
-    const Json hello = Json::parse(read_line());
-    if (const Json* error = hello.find("error"))
-      fail("bench", "--torch: PyTorch is not available (", error->as_string(), "); install python3-torch");
-    version_ = hello.at("torch").as_string();
-    blas_ = hello.at("blas").as_string();
-    threads_ = int(hello.at("threads").as_int());
+    const Json hello = parse_json(read_line());
+    const JsonFields f(hello, "bench", "--torch");
+    if (f.find("error"))
+      fail("bench", "--torch: PyTorch is not available (", f.required<std::string>("error"), "); install python3-torch");
+    version_ = f.required<std::string>("torch");
+    blas_ = f.required<std::string>("blas");
+    threads_ = int(f.required<int64_t>("threads"));
   } catch (...) {
     stop();
     throw;
@@ -79,10 +81,11 @@ TorchReference::TorchReference(const fs::path& script, int threads, const std::v
 TorchReference::~TorchReference() { stop(); }
 
 Json TorchReference::request(const Json& message) {
-  std::fputs((message.dump() + "\n").c_str(), to_);
+  std::fputs((dump_json(message) + "\n").c_str(), to_);
   std::fflush(to_);
-  Json reply = Json::parse(read_line());
-  if (const Json* error = reply.find("error")) fail("bench", "--torch: PyTorch failed: ", error->as_string());
+  Json reply = parse_json(read_line());
+  const JsonFields f(reply, "bench", "--torch");
+  if (f.find("error")) fail("bench", "--torch: PyTorch failed: ", f.required<std::string>("error"));
   return reply;
 }
 

@@ -15,7 +15,7 @@
 
 #include <sys/types.h>
 
-#include "nn/json.hpp"
+#include "util/json_fwd.hpp"
 
 namespace cotan::app {
 

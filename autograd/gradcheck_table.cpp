@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "tensor/ops.hpp"
+#include "util/hash.hpp"
 
 namespace cotan {
 
@@ -20,11 +21,7 @@ using Case = GradcheckCase;
 using Maker = std::function<Case(Generator&)>;
 
 // FNV-1a of the name, mixed with the seed: each case draws its own numbers.
-uint64_t case_seed(uint64_t seed, std::string_view name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (char c : name) h = (h ^ uint8_t(c)) * 0x100000001b3ull;
-  return h ^ (seed * 0x9E3779B97F4A7C15ull);
-}
+uint64_t case_seed(uint64_t seed, std::string_view name) { return fnv1a(name) ^ (seed * 0x9E3779B97F4A7C15ull); }
 
 using gradcheck_inputs::normal;
 using gradcheck_inputs::positive;

@@ -141,8 +141,6 @@ std::shared_ptr<Storage> allocate_device(size_t nbytes) {
                                    [device, bytes](void* p, size_t) { allocator().give(device, p, bytes); });
 }
 
-void empty_cache() { allocator().release_cached(-1); }
-
 AllocatorStats allocator_stats(int device) { return allocator().stats(device); }
 
 void reset_peak(int device) { allocator().reset_peak(device); }

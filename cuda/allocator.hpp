@@ -28,8 +28,6 @@ struct AllocatorStats {
 // nbytes of device memory on the current device; the storage's release returns the block to
 // the cache. Throws "[cuda] out of memory ..." when even an emptied cache does not make room.
 std::shared_ptr<Storage> allocate_device(size_t nbytes);
-// Frees every cached block on every device (blocks in use are not affected).
-void empty_cache();
 // The counters of `device`.
 AllocatorStats allocator_stats(int device);
 void reset_peak(int device);

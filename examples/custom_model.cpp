@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "nn/layers.hpp"
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 #include "tensor/ops.hpp"
 #include "train/data.hpp"
 #include "train/losses.hpp"

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 #include "tensor/core_kind.hpp"
 #include "tensor/shape.hpp"
 

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "util/json.hpp"
+
 namespace cotan::nn {
 
 namespace {
@@ -17,27 +19,6 @@ E parse_enum(std::string_view text, const std::string_view (&names)[N], const ch
 
 constexpr std::string_view kPhis[] = {"linear_clip", "sigmoid"};
 constexpr std::string_view kAffineN[] = {"visible", "full"};
-
-int64_t required_int(const Json& json, std::string_view key, std::string_view source) {
-  const Json* v = json.find(key);
-  if (!v) fail("config", source, ": missing field '", key, "'");
-  if (!v->is_int()) fail("config", source, ": field '", key, "' must be an integer, got ", kind_name(v->kind()));
-  return v->as_int();
-}
-
-template <class T>
-T optional(const Json& json, std::string_view key, T fallback, std::string_view source) {
-  const Json* v = json.find(key);
-  if (!v || v->is_null()) return fallback;
-  try {
-    if constexpr (std::is_same_v<T, bool>) return v->as_bool();
-    else if constexpr (std::is_same_v<T, int64_t>) return v->as_int();
-    else if constexpr (std::is_same_v<T, double>) return v->as_double();
-    else return v->as_string();
-  } catch (const Error& e) {
-    fail("config", source, ": field '", key, "': ", e.what());
-  }
-}
 
 }  // namespace
 
@@ -108,39 +89,36 @@ Json ModelConfig::to_json() const {
 }
 
 ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
-  if (!j.is_object()) fail("config", source, ": expected a JSON object, got ", kind_name(j.kind()));
+  const JsonFields f(j, "config", source);
   ModelConfig c;
-  c.model_type = optional<std::string>(j, "model_type", "llama", source);
-  c.vocab_size = required_int(j, "vocab_size", source);
-  c.hidden_size = required_int(j, "hidden_size", source);
-  c.num_layers = required_int(j, "num_hidden_layers", source);
-  c.num_heads = required_int(j, "num_attention_heads", source);
-  c.num_kv_heads = optional<int64_t>(j, "num_key_value_heads", c.num_heads, source);
-  c.intermediate_size = required_int(j, "intermediate_size", source);
-  c.head_dim = optional<int64_t>(j, "head_dim", 0, source);
+  c.model_type = f.optional("model_type", "llama");
+  c.vocab_size = f.required<int64_t>("vocab_size");
+  c.hidden_size = f.required<int64_t>("hidden_size");
+  c.num_layers = f.required<int64_t>("num_hidden_layers");
+  c.num_heads = f.required<int64_t>("num_attention_heads");
+  c.num_kv_heads = f.optional("num_key_value_heads", c.num_heads);
+  c.intermediate_size = f.required<int64_t>("intermediate_size");
+  c.head_dim = f.optional("head_dim", int64_t{0});
   if (c.head_dim * c.num_heads == c.hidden_size) c.head_dim = 0;
-  c.max_position_embeddings = optional<int64_t>(j, "max_position_embeddings", 2048, source);
-  c.rope_theta = optional<double>(j, "rope_theta", 10000.0, source);
-  c.rms_norm_eps = optional<double>(j, "rms_norm_eps", 1e-6, source);
-  c.tie_word_embeddings = optional<bool>(j, "tie_word_embeddings", false, source);
-  c.qkv_bias = c.model_type == "qwen2" ? true : optional<bool>(j, "attention_bias", false, source);
-  c.init_std = optional<double>(j, "initializer_range", 0.02, source);
-  if (const Json* r = j.find("rope_scaling"); r && !r->is_null()) {
-    if (!r->is_object()) fail("config", source, ": rope_scaling must be an object or null");
-    std::string type = optional<std::string>(*r, "rope_type", optional<std::string>(*r, "type", "none", source), source);
+  c.max_position_embeddings = f.optional("max_position_embeddings", int64_t{2048});
+  c.rope_theta = f.optional("rope_theta", 10000.0);
+  c.rms_norm_eps = f.optional("rms_norm_eps", 1e-6);
+  c.tie_word_embeddings = f.optional("tie_word_embeddings", false);
+  c.qkv_bias = c.model_type == "qwen2" ? true : f.optional("attention_bias", false);
+  c.init_std = f.optional("initializer_range", 0.02);
+  if (const auto r = f.object("rope_scaling")) {
+    const std::string type = r->optional("rope_type", r->optional("type", "none"));
     c.rope_scaling.type = type == "default" ? "none" : type;
-    c.rope_scaling.factor = optional<double>(*r, "factor", 1.0, source);
-    c.rope_scaling.low_freq_factor = optional<double>(*r, "low_freq_factor", 1.0, source);
-    c.rope_scaling.high_freq_factor = optional<double>(*r, "high_freq_factor", 4.0, source);
-    c.rope_scaling.original_max_position_embeddings =
-        optional<int64_t>(*r, "original_max_position_embeddings", 8192, source);
+    c.rope_scaling.factor = r->optional("factor", 1.0);
+    c.rope_scaling.low_freq_factor = r->optional("low_freq_factor", 1.0);
+    c.rope_scaling.high_freq_factor = r->optional("high_freq_factor", 4.0);
+    c.rope_scaling.original_max_position_embeddings = r->optional("original_max_position_embeddings", int64_t{8192});
   }
-  if (const Json* a = j.find("attention"); a && !a->is_null()) {
-    if (!a->is_object()) fail("config", source, ": attention must be an object");
-    c.attention.kind = parse_attention_kind(optional<std::string>(*a, "kind", "softmax", source));
-    c.attention.phi = parse_alpha_fn(optional<std::string>(*a, "phi", "linear_clip", source));
-    c.attention.rho = optional<double>(*a, "rho", 0.9, source);
-    c.attention.affine_n = parse_affine_n(optional<std::string>(*a, "affine_n", "visible", source));
+  if (const auto a = f.object("attention")) {
+    c.attention.kind = parse_attention_kind(a->optional("kind", "softmax"));
+    c.attention.phi = parse_alpha_fn(a->optional("phi", "linear_clip"));
+    c.attention.rho = a->optional("rho", 0.9);
+    c.attention.affine_n = parse_affine_n(a->optional("affine_n", "visible"));
   }
   c.validate(source);
   return c;
@@ -172,12 +150,6 @@ constexpr Preset kPresets[] = {
 };
 
 }  // namespace
-
-std::vector<std::string> preset_names() {
-  std::vector<std::string> out;
-  for (const Preset& p : kPresets) out.emplace_back(p.name);
-  return out;
-}
 
 ModelConfig preset(std::string_view name) {
   for (const Preset& p : kPresets) {

@@ -17,8 +17,8 @@
 
 #include "nn/attention.hpp"
 #include "nn/attention_kinds.hpp"
-#include "nn/json.hpp"
 #include "tensor/shape.hpp"
+#include "util/json_fwd.hpp"
 
 namespace cotan::nn {
 
@@ -74,7 +74,6 @@ struct ModelConfig {
   static ModelConfig from_json(const Json& json, std::string_view source);
 };
 
-std::vector<std::string> preset_names();
 // Throws "[config] unknown preset 'x' (known: tiny-teacher, ...)".
 ModelConfig preset(std::string_view name);
 // A preset name, a config.json file, or a directory holding config.json.

@@ -12,7 +12,7 @@
 #include "nn/attention.hpp"
 #include "nn/attention_kinds.hpp"
 #include "nn/config.hpp"
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 
 namespace cotan::nn {
 

@@ -16,7 +16,7 @@
 
 #include "nn/config.hpp"
 #include "nn/layers.hpp"
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 
 namespace cotan::nn {
 

@@ -12,8 +12,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include "nn/json.hpp"
 #include "tensor/ops.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json.hpp"
 
 namespace cotan {
 
@@ -61,7 +62,7 @@ bool is_native(const FileDType& d) { return d.name != "F16" && d.name != "U8"; }
 std::string json_list(const Json& value) {
   if (!value.is_array()) return value.dump();
   std::string out = "[";
-  for (size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + value.at(i).dump();
+  for (size_t i = 0; i < value.size(); ++i) out += (i ? ", " : "") + value[i].dump();
   return out + "]";
 }
 
@@ -150,58 +151,61 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   data_start_ = 8 + header_bytes;
   const uint64_t data_bytes = file_size - data_start_;
 
+  // Duplicate names are reported as the parser meets them: the parsed object keeps one of each.
+  JsonParseOptions options;
+  options.on_duplicate_key = [&](const std::vector<std::string>& path) {
+    if (path.size() == 1 && path[0] == "__metadata__") bad("'__metadata__' appears twice in the header");
+    if (path.size() == 1) bad("tensor '", path[0], "' appears twice in the header");
+    if (path.size() == 2 && path[0] == "__metadata__") bad("__metadata__ key '", path[1], "' appears twice");
+  };
   Json header;
   try {
-    Json::ParseOptions options;
-    options.allow_duplicate_keys = true;  // reported below, with the tensor name
-    options.allow_nonfinite = false;
-    header = Json::parse(std::string_view(reinterpret_cast<const char*>(map->base + 8), header_bytes), options);
+    header = parse_json(std::string_view(reinterpret_cast<const char*>(map->base + 8), header_bytes), options);
   } catch (const JsonParseError& e) {
     bad("invalid JSON header at line ", e.line(), ", column ", e.column(), ": ", e.reason());
   }
-  if (!header.is_object()) bad("header is ", kind_name(header.kind()), ", not a JSON object");
+  if (!header.is_object()) bad("header is ", kind_name(header), ", not a JSON object");
 
-  bool seen_metadata = false;
-  for (const auto& [name, value] : header.as_object()) {
+  for (const auto& [name, value] : header.items()) {
     if (name == "__metadata__") {
-      if (seen_metadata) bad("'__metadata__' appears twice in the header");
-      seen_metadata = true;
-      if (!value.is_object()) bad("__metadata__ is ", kind_name(value.kind()), ", not an object of strings");
-      for (const auto& [key, text] : value.as_object()) {
-        if (!text.is_string()) bad("__metadata__ value for '", key, "' is ", kind_name(text.kind()), ", not a string");
-        if (!metadata_.emplace(key, text.as_string()).second) bad("__metadata__ key '", key, "' appears twice");
+      if (!value.is_object()) bad("__metadata__ is ", kind_name(value), ", not an object of strings");
+      for (const auto& [key, text] : value.items()) {
+        if (!text.is_string()) bad("__metadata__ value for '", key, "' is ", kind_name(text), ", not a string");
+        metadata_.emplace(key, text.get<std::string>());
       }
       continue;
     }
     auto tensor_bad = [&](const auto&... args) { bad("tensor '", name, "' ", args...); };
-    if (entries_.count(name)) tensor_bad("appears twice in the header");
-    if (!value.is_object()) tensor_bad("has an entry that is ", kind_name(value.kind()), ", not an object");
-    const Json* dtype = value.find("dtype");
-    const Json* shape = value.find("shape");
-    const Json* offsets = value.find("data_offsets");
+    if (!value.is_object()) tensor_bad("has an entry that is ", kind_name(value), ", not an object");
+    const Json* dtype = find_member(value, "dtype");
+    const Json* shape = find_member(value, "shape");
+    const Json* offsets = find_member(value, "data_offsets");
     if (!dtype) tensor_bad("has no 'dtype'");
     if (!shape) tensor_bad("has no 'shape'");
     if (!offsets) tensor_bad("has no 'data_offsets'");
 
     if (!dtype->is_string()) tensor_bad("has dtype ", dtype->dump(), ", not a string");
-    const FileDType* file_dtype = find_file_dtype(dtype->as_string());
+    const std::string& dtype_name = as_string(*dtype);
+    const FileDType* file_dtype = find_file_dtype(dtype_name);
     if (!file_dtype)
-      tensor_bad("has unknown dtype '", dtype->as_string(), "' (supported: F64, F32, BF16, F16, I32, I64, U8, BOOL)");
+      tensor_bad("has unknown dtype '", dtype_name, "' (supported: F64, F32, BF16, F16, I32, I64, U8, BOOL)");
 
     SafetensorsEntry entry;
-    entry.dtype = dtype->as_string();
+    entry.dtype = dtype_name;
     entry.loads_as = file_dtype->loads_as;
+    // Dimensions and offsets are integers in [0, INT64_MAX].
+    auto is_size = [](const Json& v) {
+      return v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT64_MAX) : v.is_number_integer() && v.get<int64_t>() >= 0;
+    };
     if (!shape->is_array()) tensor_bad("has shape ", shape->dump(), ", not a list of dimensions");
-    for (const Json& d : shape->as_array()) {
-      if (!d.is_int() || d.as_int() < 0)
-        tensor_bad("has shape ", json_list(*shape), ": dimensions must be non-negative integers");
-      entry.shape.push_back(d.as_int());
+    for (const Json& d : *shape) {
+      if (!is_size(d)) tensor_bad("has shape ", json_list(*shape), ": dimensions must be non-negative integers");
+      entry.shape.push_back(d.get<int64_t>());
     }
-    if (!offsets->is_array() || offsets->size() != 2 || !offsets->at(0).is_int() || !offsets->at(1).is_int() ||
-        offsets->at(0).as_int() < 0 || offsets->at(1).as_int() < 0)
+    if (!offsets->is_array() || offsets->size() != 2 || !is_size((*offsets)[0]) || !is_size((*offsets)[1]))
       tensor_bad("has data_offsets ", json_list(*offsets), ", not [begin, end] with non-negative integers");
-    entry.begin = uint64_t(offsets->at(0).as_int());
-    entry.end = uint64_t(offsets->at(1).as_int());
+    entry.begin = (*offsets)[0].get<uint64_t>();
+    entry.end = (*offsets)[1].get<uint64_t>();
     if (entry.begin > entry.end) tensor_bad("has data_offsets ", json_list(*offsets), ": begin is after end");
     if (entry.end > data_bytes)
       tensor_bad("has data_offsets ", json_list(*offsets), " past the end of the ", data_bytes, "-byte data section");
@@ -293,43 +297,6 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) { return
 
 // ---- writing ----
 
-void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts, std::string_view op) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(op, path, ": cannot write: ", tmp, ": ", system_error());
-  auto abandon = [&](const std::string& what) {
-    std::string reason = cat(what, ": ", system_error());
-    if (fd >= 0) ::close(fd);
-    ::unlink(tmp.c_str());
-    fail(op, path, ": cannot write: ", reason);
-  };
-  for (std::string_view part : parts) {
-    const char* p = part.data();
-    size_t left = part.size();
-    while (left > 0) {
-      ssize_t written = ::write(fd, p, left);
-      if (written < 0) {
-        if (errno == EINTR) continue;
-        abandon("write");
-      }
-      p += written;
-      left -= size_t(written);
-    }
-  }
-  if (::fsync(fd) != 0) abandon("fsync");
-  int closed = ::close(fd);
-  fd = -1;
-  if (closed != 0) abandon("close");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) abandon("rename");
-  // Make the rename itself durable.
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd >= 0) {
-    ::fsync(dir_fd);
-    ::close(dir_fd);
-  }
-}
-
 namespace {
 
 // Contiguous CPU copies (or the tensors themselves when they already are), detached.
@@ -351,21 +318,17 @@ std::string header_bytes(const std::map<std::string, Tensor>& tensors, const std
   Json header = Json::object();
   if (!metadata.empty()) {
     Json& meta = header["__metadata__"] = Json::object();
-    for (const auto& [key, value] : metadata) meta.as_object().emplace_back(key, value);
+    for (const auto& [key, value] : metadata) meta[key] = value;
   }
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
-    Json::Array shape(t.shape().begin(), t.shape().end());
     uint64_t end = offset + t.nbytes();
-    Json entry = Json::object({{"dtype", Json(file_dtype_name(t.dtype()))},
-                               {"shape", Json(std::move(shape))},
-                               {"data_offsets", Json::array({Json(offset), Json(end)})}});
-    header.as_object().emplace_back(name, std::move(entry));
+    header[name] = {{"dtype", file_dtype_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   std::string text;
   try {
-    text = header.dump();
+    text = dump_json(header);
   } catch (const Error&) {
     fail("safetensors", where, ": tensor names and metadata must be valid UTF-8");
   }
@@ -392,7 +355,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   std::vector<std::string_view> parts{header};
   for (const auto& [name, t] : host)
     if (t.nbytes() > 0) parts.emplace_back(static_cast<const char*>(t.data_ptr()), t.nbytes());
-  write_file_atomically(path, parts);
+  write_file_atomically(path, parts, "safetensors");
 }
 
 }  // namespace cotan

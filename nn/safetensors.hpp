@@ -19,9 +19,9 @@
 //
 // Writing stores cotan dtypes as F64, F32, BF16, I32, I64 and BOOL. The header is compact JSON
 // with "__metadata__" first and the tensors in sorted name order, packed tightly in that order,
-// padded with spaces so the data section starts at a multiple of 8 bytes. A file is written to
-// `path.tmp`, synced and renamed over `path`, so a crash never leaves a half-written file and
-// readers that mapped the old file keep a valid map.
+// padded with spaces so the data section starts at a multiple of 8 bytes. A file is written
+// atomically (util/atomic_file.hpp), so a crash never leaves a half-written file and readers that
+// mapped the old file keep a valid map.
 #pragma once
 
 #include <cstdint>
@@ -135,11 +135,5 @@ std::string tensor_names_hint(const std::vector<std::string>& names);
 
 // IEEE half precision (F16) bits to float; exact for every input.
 float half_to_float(uint16_t bits);
-
-// Writes `parts` one after another to `path.tmp`, flushes it to disk and renames it over `path`,
-// then syncs the directory. On failure the temporary file is removed, `path` is left as it was,
-// and the error is "[op] path: cannot write: <reason>".
-void write_file_atomically(const std::string& path, const std::vector<std::string_view>& parts,
-                           std::string_view op = "safetensors");
 
 }  // namespace cotan

@@ -5,8 +5,9 @@
 #include <set>
 #include <sstream>
 
-#include "nn/json.hpp"
 #include "nn/safetensors.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json.hpp"
 
 namespace cotan {
 
@@ -73,25 +74,25 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) {
   auto bad = [&](const auto&... args) { fail("safetensors", source_, ": ", args...); };
   Json root;
   try {
-    root = Json::parse(read_text(source_));
+    root = parse_json(read_text(source_));
   } catch (const JsonParseError& e) {
     bad("invalid JSON at line ", e.line(), ", column ", e.column(), ": ", e.reason());
   }
-  if (!root.is_object()) bad("index is ", kind_name(root.kind()), ", not a JSON object");
-  if (const Json* metadata = root.find("metadata"); metadata && !metadata->is_null()) {
-    if (!metadata->is_object()) bad("'metadata' is ", kind_name(metadata->kind()), ", not an object");
-    for (const auto& [key, value] : metadata->as_object())
-      index_metadata_[key] = value.is_string() ? value.as_string() : value.dump();
+  if (!root.is_object()) bad("index is ", kind_name(root), ", not a JSON object");
+  if (const Json* metadata = find_member(root, "metadata"); metadata && !metadata->is_null()) {
+    if (!metadata->is_object()) bad("'metadata' is ", kind_name(*metadata), ", not an object");
+    for (const auto& [key, value] : metadata->items())
+      index_metadata_[key] = value.is_string() ? value.get<std::string>() : value.dump();
   }
-  const Json* weight_map = root.find("weight_map");
+  const Json* weight_map = find_member(root, "weight_map");
   if (!weight_map) bad("index has no 'weight_map'");
-  if (!weight_map->is_object()) bad("'weight_map' is ", kind_name(weight_map->kind()), ", not an object");
+  if (!weight_map->is_object()) bad("'weight_map' is ", kind_name(*weight_map), ", not an object");
 
   const fs::path dir = index.parent_path();
   std::map<std::string, size_t> opened;  // shard file name -> files_ position
-  for (const auto& [name, value] : weight_map->as_object()) {
-    if (!value.is_string()) bad("weight_map entry for '", name, "' is ", kind_name(value.kind()), ", not a file name");
-    const std::string& file = value.as_string();
+  for (const auto& [name, value] : weight_map->items()) {
+    if (!value.is_string()) bad("weight_map entry for '", name, "' is ", kind_name(value), ", not a file name");
+    const std::string& file = as_string(value);
     if (fs::path(file).is_absolute()) bad("weight_map maps '", name, "' to absolute path '", file, "'");
     auto it = opened.find(file);
     if (it == opened.end()) {
@@ -156,12 +157,13 @@ std::vector<std::string> save_sharded(const std::string& dir, const std::map<std
   for (size_t k = 0; k < shards.size(); ++k) {
     written.push_back(shard_name(k + 1, shards.size()));
     save_safetensors((fs::path(dir) / written.back()).string(), shards[k], metadata);
-    for (const auto& item : shards[k]) weight_map.as_object().emplace_back(item.first, written.back());
+    for (const auto& item : shards[k]) weight_map[item.first] = written.back();
   }
-  Json index = Json::object({{"metadata", Json::object({{"total_size", Json(total_bytes)}})},
-                             {"weight_map", std::move(weight_map)}});
-  std::string text = index.dump(2) + "\n";
-  write_file_atomically((fs::path(dir) / kSafetensorsIndexName).string(), {text});
+  Json index = Json::object();
+  index["metadata"] = {{"total_size", total_bytes}};
+  index["weight_map"] = std::move(weight_map);
+  std::string text = dump_json(index, 2) + "\n";
+  write_file_atomically((fs::path(dir) / kSafetensorsIndexName).string(), {text}, "safetensors");
 
   // Files of an earlier save that this one does not replace would be mistaken for part of it.
   std::set<std::string> keep(written.begin(), written.end());

@@ -28,8 +28,8 @@
 #include <string_view>
 #include <vector>
 
-#include "nn/json.hpp"
 #include "tensor/tensor.hpp"
+#include "util/json_fwd.hpp"
 
 namespace cotan::train {
 

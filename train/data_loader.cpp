@@ -6,6 +6,7 @@
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
 #include "train/data.hpp"
+#include "util/json.hpp"
 
 namespace cotan::train {
 
@@ -34,17 +35,13 @@ void check_shape(int64_t seq_len, int64_t batch_size) {
   if (batch_size < 1) fail("data", "batch_size must be at least 1, got ", batch_size);
 }
 
-// Seeds may use all 64 bits; JSON integers here are int64, so larger values go as strings.
-Json u64_json(uint64_t value) {
-  if (value <= uint64_t(INT64_MAX)) return Json(int64_t(value));
-  return Json(std::to_string(value));
-}
-
+// Seeds may use all 64 bits. Checkpoints written before JSON held uint64 wrote values past
+// INT64_MAX as strings of digits; those still read.
 uint64_t u64_field(const Json& json, std::string_view key) {
-  const Json& v = json.at(key);
-  if (v.is_int() && v.as_int() >= 0) return uint64_t(v.as_int());
+  const Json& v = member(json, key);
+  if (v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0)) return v.get<uint64_t>();
   if (v.is_string()) {
-    const std::string& s = v.as_string();
+    const std::string& s = v.get_ref<const std::string&>();
     uint64_t value = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
     if (ec == std::errc() && end == s.data() + s.size() && !s.empty()) return value;
@@ -58,16 +55,16 @@ uint64_t u64_field(const Json& json, std::string_view key) {
 
 Json LoaderState::to_json() const {
   Json j = Json::object();
-  j["seed"] = u64_json(seed);
-  j["epoch"] = u64_json(epoch);
-  j["position"] = u64_json(position);
+  j["seed"] = seed;
+  j["epoch"] = epoch;
+  j["position"] = position;
   j["seq_len"] = seq_len;
-  j["tokens"] = u64_json(tokens);
+  j["tokens"] = tokens;
   return j;
 }
 
 LoaderState LoaderState::from_json(const Json& json) {
-  if (!json.is_object()) fail("data", "loader state: expected an object, got ", kind_name(json.kind()));
+  if (!json.is_object()) fail("data", "loader state: expected an object, got ", kind_name(json));
   LoaderState s;
   s.seed = u64_field(json, "seed");
   s.epoch = u64_field(json, "epoch");

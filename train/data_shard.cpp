@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "train/data.hpp"
+#include "util/atomic_file.hpp"
 
 namespace cotan::train {
 
@@ -165,34 +166,20 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens)
   std::memcpy(header + 12, &code, 4);
   std::memcpy(header + 16, &count, 8);
 
-  // The temporary name sits in the target's directory, so that rename() is atomic.
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(temp.c_str(), "wb");
-  if (!f) fail("data", "cannot write ", path, ": ", std::strerror(errno));
-  int err = 0;  // the first failure's errno
-  auto io = [&](bool good) {
-    if (!good && err == 0) err = errno ? errno : EIO;
-    return good;
-  };
-  io(std::fwrite(header, 1, sizeof header, f) == sizeof header);
+  AtomicFile out(path, "data");
+  out.write(header, sizeof header);
   if (dtype == TokenDType::u32) {
-    io(err == 0 && std::fwrite(tokens.data(), 4, tokens.size(), f) == tokens.size());
+    out.write(tokens.data(), tokens.size_bytes());
   } else {
     constexpr size_t kBlock = size_t(1) << 20;
     std::vector<uint16_t> block;
-    for (size_t begin = 0; err == 0 && begin < tokens.size(); begin += kBlock) {
+    for (size_t begin = 0; begin < tokens.size(); begin += kBlock) {
       const size_t n = std::min(kBlock, tokens.size() - begin);
       block.assign(tokens.begin() + std::ptrdiff_t(begin), tokens.begin() + std::ptrdiff_t(begin + n));
-      io(std::fwrite(block.data(), 2, n, f) == n);
+      out.write(block.data(), 2 * n);
     }
   }
-  io(err == 0 && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0);
-  io(std::fclose(f) == 0);
-  if (err == 0) io(std::rename(temp.c_str(), path.c_str()) == 0);
-  if (err != 0) {
-    std::remove(temp.c_str());
-    fail("data", "cannot write ", path, ": ", std::strerror(err));
-  }
+  out.commit();
 }
 
 // ---- sequences ----

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 #include "tensor/fused_ops.hpp"
 
 namespace cotan::train {

@@ -1,10 +1,7 @@
 #include "train/plot.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +9,7 @@
 
 #include "tensor/error.hpp"
 #include "train/stats.hpp"
+#include "util/atomic_file.hpp"
 
 namespace cotan::train {
 
@@ -207,24 +205,6 @@ std::vector<uint8_t> filter_rows(const Image& image) {
   return out;
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes) {
-  const std::string temp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* f = std::fopen(temp.c_str(), "wb");
-  if (!f) fail("plot", path, ": cannot write: ", std::strerror(errno));
-  int error = 0;
-  if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) error = errno;
-  if (std::fclose(f) != 0 && error == 0) error = errno;
-  if (error != 0) {
-    std::remove(temp.c_str());
-    fail("plot", path, ": cannot write: ", std::strerror(error));
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    error = errno;
-    std::remove(temp.c_str());
-    fail("plot", path, ": cannot write: ", std::strerror(error));
-  }
-}
-
 }  // namespace
 
 Image::Image(int width, int height, Rgb fill) : width(width), height(height) {
@@ -259,7 +239,10 @@ std::string encode_png(const Image& image) {
   return png;
 }
 
-void write_png(const std::string& path, const Image& image) { write_file_atomic(path, encode_png(image)); }
+void write_png(const std::string& path, const Image& image) {
+  const std::string bytes = encode_png(image);
+  write_file_atomically(path, {bytes}, "plot");
+}
 
 // ---- text: a 5x7 bitmap font for printable ASCII, written as pictures ----
 //

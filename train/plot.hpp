@@ -6,8 +6,8 @@
 //             {{"softmax", steps, g_softmax}, {"affine", steps, g_affine}}, /*log_y=*/true);
 //   heatmap("runs/alpha.png", "mean alpha", alpha /* [layers][heads] */, "layer", "head");
 //
-// Files are written to a temporary name next to the target and renamed over it, so a reader
-// never sees half a PNG; errors name the target: "[plot] /x/y.png: cannot write: Permission denied".
+// Files are written atomically (util/atomic_file.hpp), so a reader never sees half a PNG; errors
+// name the target: "[plot] /x/y.png: cannot write: /x/y.png.tmp: Permission denied".
 // Non-finite points (and y <= 0 on a log axis) are skipped: the line breaks there.
 #pragma once
 

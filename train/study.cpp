@@ -9,13 +9,17 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 
-#include "nn/checkpoint.hpp"
+#include "nn/model_dir.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "train/plot.hpp"
 #include "train/stats.hpp"
+#include "util/atomic_file.hpp"
+#include "util/hash.hpp"
+#include "util/json.hpp"
 
 namespace cotan::train {
 
@@ -72,10 +76,8 @@ std::string default_cache_dir() {
 }
 
 std::string hex_hash(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
   char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)fnv1a(text));
   return buf;
 }
 
@@ -87,6 +89,9 @@ struct RunOutcome {
   std::vector<double> weight_sums;  // per query, averaged over heads, over the analysis batches
 };
 
+// outcomes[v][seed]: the runs of config.variants[v].
+using Outcomes = std::vector<std::vector<RunOutcome>>;
+
 double final_kd(const TrainResult& r) {
   size_t n = std::min<size_t>(10, r.steps.size());
   double s = 0;
@@ -94,16 +99,23 @@ double final_kd(const TrainResult& r) {
   return s;
 }
 
+// The configs and the data, read and checked before anything is written.
+struct StudyInputs {
+  nn::ModelConfig teacher;
+  nn::ModelConfig student;  // softmax attention; each variant sets its own
+  std::string data_path;
+  TokenData data;
+};
+
 // Everything in the config that determines the study's results (not run_dir, cache_dir or the
 // logging settings); resuming needs it unchanged.
-Json study_json(const StudyConfig& config, const std::string& data_path, const TokenData& data,
-                const nn::ModelConfig& teacher, const nn::ModelConfig& student) {
+Json study_json(const StudyConfig& config, const StudyInputs& in) {
   Json j = Json::object();
   j["quick"] = config.quick;
-  j["data"] = fs::absolute(data_path).string();
-  j["train_tokens"] = data.train.size();
-  j["teacher"] = teacher.to_json();
-  j["student"] = student.to_json();
+  j["data"] = fs::absolute(in.data_path).string();
+  j["train_tokens"] = in.data.train.size();
+  j["teacher"] = in.teacher.to_json();
+  j["student"] = in.student.to_json();
   j["teacher_steps"] = config.teacher_steps;
   j["student_steps"] = config.student_steps;
   j["seeds"] = config.seeds;
@@ -122,7 +134,7 @@ Json study_json(const StudyConfig& config, const std::string& data_path, const T
   j["variants"] = variants;
   const Json settings = train_settings(config.train, true);
   Json train = Json::object();
-  for (const auto& [key, value] : settings.as_object())
+  for (const auto& [key, value] : settings.items())
     if (key != "steps" && key != "mode") train[key] = value;
   train["slice_teacher_vocab"] = config.train.loss.slice_teacher_vocab;
   train["eval_every"] = config.train.eval_every;
@@ -132,10 +144,9 @@ Json study_json(const StudyConfig& config, const std::string& data_path, const T
   return j;
 }
 
-}  // namespace
-
-StudyResult run_study(StudyConfig config) {
-  auto t0 = std::chrono::steady_clock::now();
+// The variants (default_variants() unless given) and the run directory (runs/distill-<time>
+// unless given).
+void fill_defaults(StudyConfig& config) {
   if (config.variants.empty()) config.variants = default_variants();
   if (config.seeds < 1) fail("distill", "--seeds must be at least 1, got ", config.seeds);
   if (config.run_dir.empty()) {
@@ -145,32 +156,37 @@ StudyResult run_study(StudyConfig config) {
     std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
     config.run_dir = (fs::path("runs") / (std::string("distill-") + stamp)).string();
   }
-  const fs::path run_dir(config.run_dir);
+}
 
-  // ---- every input is checked before the first write ----
+StudyInputs read_inputs(const StudyConfig& config) {
   backend(config.train.device);  // "[cuda] no CUDA device: ..."
-  nn::ModelConfig teacher_config = nn::load_config(config.teacher);
-  nn::ModelConfig student_base = nn::load_config(config.student);
-  student_base.attention = nn::AttentionConfig{};
-  if (teacher_config.vocab_size != student_base.vocab_size && !config.train.loss.slice_teacher_vocab)
-    fail("distill", "teacher vocabulary ", teacher_config.vocab_size, " (", config.teacher,
-         ") differs from the student's ", student_base.vocab_size, " (", config.student,
-         "); pass --slice-teacher-vocab to drop the teacher's extra rows");
-  std::string data_path = config.data.empty() ? default_corpus_path() : config.data;
-  TokenData data = load_tokens(data_path, 0.05, 0);
-  (void)WindowLoader(data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
+  StudyInputs in;
+  in.teacher = nn::load_config(config.teacher);
+  in.student = nn::load_config(config.student);
+  in.student.attention = nn::AttentionConfig{};
+  if (in.teacher.vocab_size != in.student.vocab_size && !config.train.loss.slice_teacher_vocab)
+    fail("distill", "teacher vocabulary ", in.teacher.vocab_size, " (", config.teacher, ") differs from the student's ",
+         in.student.vocab_size, " (", config.student, "); pass --slice-teacher-vocab to drop the teacher's extra rows");
+  in.data_path = config.data.empty() ? default_corpus_path() : config.data;
+  in.data = load_tokens(in.data_path, 0.05, 0);
+  (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
+  return in;
+}
 
-  const Json recorded = study_json(config, data_path, data, teacher_config, student_base);
+// Resuming: study.json must hold the same config. Otherwise there must be no study.json yet; the
+// run directory is created and study.json written.
+void open_run_dir(const StudyConfig& config, const fs::path& run_dir, const Json& recorded) {
   const fs::path study_file = run_dir / "study.json";
   std::error_code ec;
   if (config.resume) {
     if (!fs::is_regular_file(study_file, ec))
       fail("distill", "cannot resume ", run_dir.string(), ": ", study_file.string(), " is missing (not a study's run directory)");
     const Json saved = read_json_file(study_file.string());
-    if (!(saved.at("config") == recorded))
+    const JsonFields f(saved, "distill", study_file.string());
+    if (!json_equal(member(saved, "config"), recorded))
       fail("distill", "cannot resume ", run_dir.string(), ": it was started with another config (",
-           describe_differences(saved.at("config"), recorded, "in study.json"), "); it was started as: ",
-           saved.at("command").as_string());
+           describe_differences(member(saved, "config"), recorded, "in study.json"), "); it was started as: ",
+           f.required<std::string>("command"));
   } else if (fs::exists(study_file, ec)) {
     fail("distill", run_dir.string(), " already holds a study (study.json): continue it with --resume ",
          run_dir.string(), " or choose another --run-dir");
@@ -183,96 +199,118 @@ StudyResult run_study(StudyConfig config) {
     Json study = Json::object();
     study["command"] = config.command;
     study["config"] = recorded;
-    write_file_atomically(study_file.string(), {study.dump(2) + "\n"}, "distill");
+    write_file_atomically(study_file.string(), {dump_json(study, 2) + "\n"}, "distill");
   }
-  std::cout << "data: " << data_path << " (" << data.train.size() << " training and " << data.val.size()
-            << " validation tokens)\n" << std::flush;
+}
 
-  // ---- the teacher: cached by everything that determines its weights ----
+// The teacher's weights: from the cache, where they are keyed by everything that determines
+// them, or pretrained in run_dir/teacher (resumable) and then cached. nullopt when interrupted.
+std::optional<nn::Params> teacher_weights(const StudyConfig& config, const StudyInputs& in, const nn::CausalLM& teacher,
+                                          const fs::path& run_dir) {
   TrainConfig tc = config.train;
   tc.steps = config.teacher_steps;
   tc.loss.kd_ratio = 0;
   Json key = Json::object();
-  key["config"] = teacher_config.to_json();
-  key["data"] = fs::absolute(data_path).string();
-  key["tokens"] = data.train.size();
+  key["config"] = in.teacher.to_json();
+  key["data"] = fs::absolute(in.data_path).string();
+  key["tokens"] = in.data.train.size();
   key["train"] = train_settings(tc, false);
-  std::string cache = config.cache_dir.empty() ? default_cache_dir() : config.cache_dir;
-  fs::path teacher_dir = fs::path(cache) / "teachers" / hex_hash(key.dump());
-  nn::CausalLM teacher(teacher_config);
-  nn::Params teacher_params;
+  const std::string cache = config.cache_dir.empty() ? default_cache_dir() : config.cache_dir;
+  const fs::path teacher_dir = fs::path(cache) / "teachers" / hex_hash(dump_json(key));
   if (fs::exists(teacher_dir / "config.json")) {
     std::cout << "teacher: reusing " << teacher_dir.string() << "\n" << std::flush;
-    teacher_params = nn::load_model_dir(teacher_dir.string()).params;
-  } else {
-    tc.run_dir = (run_dir / "teacher").string();
-    const bool resume = config.resume && has_checkpoint(tc.run_dir);
-    std::cout << "teacher: " << (resume ? "resuming" : "pretraining") << " " << config.teacher << " for " << tc.steps
-              << " steps\n" << std::flush;
-    Generator gen(tc.seed);
-    auto [ps, st] = teacher.init(gen);
-    TrainResult r = fit(teacher, ps, st, Teacher{}, data, tc, resume);
-    if (r.interrupted) return {run_dir.string(), true};
-    teacher_params = r.params;
-    nn::save_model_dir(teacher_dir.string(), teacher_config, teacher_params);
-    write_file_atomically((teacher_dir / "key.json").string(), {key.dump(2) + "\n"}, "distill");
-    if (stop_requested().load()) return {run_dir.string(), true};
+    return nn::load_model_dir(teacher_dir.string()).params;
   }
-  // The frozen teacher runs in the students' compute dtype on their device.
-  teacher_params = nn::cast(nn::to(teacher_params, config.train.device), config.train.compute_dtype);
-  nn::State teacher_state = nn::cast(nn::to(teacher.init_state(), config.train.device), config.train.compute_dtype);
-  Teacher t{&teacher, &teacher_params, &teacher_state};
+  tc.run_dir = (run_dir / "teacher").string();
+  const bool resume = config.resume && has_checkpoint(tc.run_dir);
+  std::cout << "teacher: " << (resume ? "resuming" : "pretraining") << " " << config.teacher << " for " << tc.steps
+            << " steps\n" << std::flush;
+  Generator gen(tc.seed);
+  auto [ps, st] = teacher.init(gen);
+  TrainResult r = fit(teacher, ps, st, Teacher{}, in.data, tc, resume);
+  if (r.interrupted) return std::nullopt;
+  nn::save_model_dir(teacher_dir.string(), in.teacher, r.params);
+  write_file_atomically((teacher_dir / "key.json").string(), {dump_json(key, 2) + "\n"}, "distill");
+  if (stop_requested().load()) return std::nullopt;
+  return std::move(r.params);
+}
 
-  // ---- one student per variant and seed, same data order ----
-  int64_t softmax_params = nn::CausalLM(student_base).num_params();
-  std::vector<std::vector<RunOutcome>> outcomes(config.variants.size());
-  std::vector<Batch> analysis = validation_batches(data.val.empty() ? data.train : data.val, config.train.seq_len,
-                                                   config.train.batch_size, config.analysis_batches);
-  for (size_t v = 0; v < config.variants.size(); ++v) {
-    for (int64_t seed = 0; seed < config.seeds; ++seed) {
-      const StudyVariant& variant = config.variants[v];
-      nn::ModelConfig sc = student_base;
-      sc.attention = variant.attention;
-      sc.attention.impl = config.train.attention_impl;
-      nn::CausalLM student(sc);
-      TrainConfig c = config.train;
-      c.steps = config.student_steps;
-      c.seed = config.train.seed + uint64_t(seed);
-      c.run_dir = (run_dir / (variant.name + (config.seeds > 1 ? "-seed" + std::to_string(seed) : ""))).string();
-      const bool resume = config.resume && has_checkpoint(c.run_dir);
-      std::cout << "student: " << variant.name << " (seed " << c.seed << ")" << (resume ? ", resuming" : "") << "\n"
-                << std::flush;
-      Generator gen(1000 + uint64_t(seed));
-      auto [ps, st] = student.init(gen);
-      RunOutcome out;
-      out.variant = variant.name;
-      out.overhead = student.num_params() - softmax_params;
-      out.result = fit(student, ps, st, t, data, c, resume);
-      if (out.result.interrupted) return {run_dir.string(), true};
-      if (resume) {
-        // The steps before the checkpoint come from metrics.jsonl, so the table sees the whole run.
-        TrainResult history = read_metrics(c.run_dir);
-        out.result.steps = std::move(history.steps);
-        out.result.evals = std::move(history.evals);
-      }
-      // The attention statistics run on the CPU (nn::attention_stats), whatever trained the model.
-      const nn::Params cpu_params = nn::to(out.result.params, Device::cpu());
-      const nn::State cpu_state = nn::to(out.result.state, Device::cpu());
-      for (const Batch& b : analysis) {
-        auto layers = student.analyze(b.inputs, cpu_params, cpu_state);
-        if (out.layers.empty()) out.layers = layers;
-        for (const auto& l : layers) {
-          auto w = l.attention.weight_sums.to_vector<double>();
-          out.weight_sums.insert(out.weight_sums.end(), w.begin(), w.end());
-        }
-      }
-      nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, out.result.params);
-      outcomes[v].push_back(std::move(out));
-      if (stop_requested().load()) return {run_dir.string(), true};
+// The attention statistics of a trained student over the analysis batches, on the CPU
+// (nn::attention_stats) whatever trained the model.
+void analyze_attention(const nn::CausalLM& student, const std::vector<Batch>& analysis, RunOutcome& out) {
+  const nn::Params cpu_params = nn::to(out.result.params, Device::cpu());
+  const nn::State cpu_state = nn::to(out.result.state, Device::cpu());
+  for (const Batch& b : analysis) {
+    auto layers = student.analyze(b.inputs, cpu_params, cpu_state);
+    if (out.layers.empty()) out.layers = layers;
+    for (const auto& l : layers) {
+      auto w = l.attention.weight_sums.to_vector<double>();
+      out.weight_sums.insert(out.weight_sums.end(), w.begin(), w.end());
     }
   }
+}
 
-  // ---- the table ----
+// What each student shares: the inputs, the frozen teacher, the analysis batches and the
+// parameter count of the softmax student.
+struct StudentContext {
+  const StudyConfig& config;
+  const StudyInputs& in;
+  const fs::path& run_dir;
+  Teacher teacher;
+  std::vector<Batch> analysis;
+  int64_t softmax_params = 0;
+};
+
+// One student of one variant and seed, trained (or resumed) in run_dir/<variant>[-seedN] with
+// the same data order as the others, then analysed and saved to its model/ folder. nullopt when
+// interrupted.
+std::optional<RunOutcome> distill_student(const StudentContext& ctx, const StudyVariant& variant, int64_t seed) {
+  const StudyConfig& config = ctx.config;
+  nn::ModelConfig sc = ctx.in.student;
+  sc.attention = variant.attention;
+  sc.attention.impl = config.train.attention_impl;
+  nn::CausalLM student(sc);
+  TrainConfig c = config.train;
+  c.steps = config.student_steps;
+  c.seed = config.train.seed + uint64_t(seed);
+  c.run_dir = (ctx.run_dir / (variant.name + (config.seeds > 1 ? "-seed" + std::to_string(seed) : ""))).string();
+  const bool resume = config.resume && has_checkpoint(c.run_dir);
+  std::cout << "student: " << variant.name << " (seed " << c.seed << ")" << (resume ? ", resuming" : "") << "\n"
+            << std::flush;
+  Generator gen(1000 + uint64_t(seed));
+  auto [ps, st] = student.init(gen);
+  RunOutcome out;
+  out.variant = variant.name;
+  out.overhead = student.num_params() - ctx.softmax_params;
+  out.result = fit(student, ps, st, ctx.teacher, ctx.in.data, c, resume);
+  if (out.result.interrupted) return std::nullopt;
+  if (resume) {
+    // The steps before the checkpoint come from metrics.jsonl, so the table sees the whole run.
+    TrainResult history = read_metrics(c.run_dir);
+    out.result.steps = std::move(history.steps);
+    out.result.evals = std::move(history.evals);
+  }
+  analyze_attention(student, ctx.analysis, out);
+  nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, out.result.params);
+  return out;
+}
+
+// Every variant and seed, in order; nullopt when interrupted.
+std::optional<Outcomes> distill_students(const StudentContext& ctx) {
+  Outcomes outcomes(ctx.config.variants.size());
+  for (size_t v = 0; v < ctx.config.variants.size(); ++v) {
+    for (int64_t seed = 0; seed < ctx.config.seeds; ++seed) {
+      std::optional<RunOutcome> out = distill_student(ctx, ctx.config.variants[v], seed);
+      if (!out) return std::nullopt;
+      outcomes[v].push_back(std::move(*out));
+      if (stop_requested().load()) return std::nullopt;
+    }
+  }
+  return outcomes;
+}
+
+// One row per variant; with several seeds each cell is a mean and spread over them.
+Table comparison_table(const Outcomes& outcomes, const StudyConfig& config) {
   Table table({"attention", "delta params", "KD loss", "val ppl", "grad-norm mean", "grad-norm std", "grad-norm CV",
                "spikes k=6", "spikes k=9", "first-token weight", "entropy", "weight-sum mean", "weight-sum median"});
   auto cell = [&](const std::vector<RunOutcome>& runs, const std::function<double(const RunOutcome&)>& f) {
@@ -309,10 +347,11 @@ StudyResult run_study(StudyConfig config) {
                    }),
                    cell(runs, [](const RunOutcome& r) { return median(r.weight_sums); })});
   }
-  write_file_atomically((run_dir / "table.md").string(), {table.markdown()}, "distill");
-  write_file_atomically((run_dir / "table.csv").string(), {table.csv()}, "distill");
+  return table;
+}
 
-  // ---- plots (first seed of each variant) ----
+// The curves and per-layer statistics of the first seed of each variant, and its alpha heatmap.
+void write_plots(const fs::path& run_dir, const Outcomes& outcomes) {
   std::vector<Series> kd, norms, first, entropy;
   for (const auto& runs : outcomes) {
     const RunOutcome& r = runs[0];
@@ -345,6 +384,42 @@ StudyResult run_study(StudyConfig config) {
     file.erase(std::remove(file.begin(), file.end(), ')'), file.end());
     heatmap((run_dir / file).string(), "alpha per layer and head: " + r.variant, grid, "layer", "head");
   }
+}
+
+}  // namespace
+
+StudyResult run_study(StudyConfig config) {
+  auto t0 = std::chrono::steady_clock::now();
+  fill_defaults(config);
+  const fs::path run_dir(config.run_dir);
+  const StudyResult interrupted{run_dir.string(), true};
+
+  // Every input is checked before the first write.
+  const StudyInputs in = read_inputs(config);
+  open_run_dir(config, run_dir, study_json(config, in));
+  std::cout << "data: " << in.data_path << " (" << in.data.train.size() << " training and " << in.data.val.size()
+            << " validation tokens)\n" << std::flush;
+
+  nn::CausalLM teacher(in.teacher);
+  std::optional<nn::Params> teacher_params = teacher_weights(config, in, teacher, run_dir);
+  if (!teacher_params) return interrupted;
+  // The frozen teacher runs in the students' compute dtype on their device.
+  *teacher_params = nn::cast(nn::to(*teacher_params, config.train.device), config.train.compute_dtype);
+  const nn::State teacher_state =
+      nn::cast(nn::to(teacher.init_state(), config.train.device), config.train.compute_dtype);
+
+  const StudentContext students{
+      config, in, run_dir, Teacher{&teacher, &*teacher_params, &teacher_state},
+      validation_batches(in.data.val.empty() ? in.data.train : in.data.val, config.train.seq_len,
+                         config.train.batch_size, config.analysis_batches),
+      nn::CausalLM(in.student).num_params()};
+  const std::optional<Outcomes> outcomes = distill_students(students);
+  if (!outcomes) return interrupted;
+
+  const Table table = comparison_table(*outcomes, config);
+  write_file_atomically((run_dir / "table.md").string(), {table.markdown()}, "distill");
+  write_file_atomically((run_dir / "table.csv").string(), {table.csv()}, "distill");
+  write_plots(run_dir, *outcomes);
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n" << table.markdown() << "\n";

@@ -15,6 +15,8 @@
 #include "nn/safetensors.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json.hpp"
 
 #ifdef COTAN_HAVE_CUDA
 #include "cuda/kernels/matmul.hpp"
@@ -46,6 +48,18 @@ Tensor teacher_logits(const Teacher& teacher, const Tensor& inputs) {
   return teacher.model->apply(inputs, *teacher.params, st).first;
 }
 
+// One line of metrics.jsonl; errors name the file and the line.
+MetricsRecord read_metrics_line(const std::string& line, const fs::path& path, int64_t number) {
+  const std::string source = cat(path.string(), " line ", number);
+  Json row;
+  try {
+    row = parse_json(line);
+  } catch (const JsonParseError& e) {
+    fail("train", source, ": column ", e.column(), ": ", e.reason());
+  }
+  return MetricsRecord::from_json(row, source);
+}
+
 struct CheckpointContents {
   int64_t step = 0;
   LoaderState loader;
@@ -71,7 +85,7 @@ void write_checkpoint(const fs::path& run_dir, int64_t step, const nn::CausalLM&
   meta["loader"] = loader.state().to_json();
   meta["model_config"] = model.config().to_json();
   meta["train"] = fields;
-  std::string text = meta.dump(2) + "\n";
+  std::string text = dump_json(meta, 2) + "\n";
   write_file_atomically((tmp / "trainer.json").string(), {text}, "checkpoint");
   fs::remove_all(old, ec);
   if (fs::exists(final_dir)) fs::rename(final_dir, old);
@@ -80,25 +94,27 @@ void write_checkpoint(const fs::path& run_dir, int64_t step, const nn::CausalLM&
 }
 
 CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& model, const Json& fields, DType dtype) {
-  Json meta = read_json_file((dir / "trainer.json").string());
+  const std::string meta_path = (dir / "trainer.json").string();
+  const Json meta = read_json_file(meta_path);
+  const JsonFields f(meta, "resume", meta_path);
   const Json config = model.config().to_json();
-  if (!(meta.at("model_config") == config))
+  if (!json_equal(member(meta, "model_config"), config))
     fail("resume", dir.string(), ": the checkpoint was written for another model config (",
-         describe_differences(meta.at("model_config"), config, "in the checkpoint"), ")");
+         describe_differences(member(meta, "model_config"), config, "in the checkpoint"), ")");
   // Everything but the step count must match for a bit-for-bit continuation.
-  Json saved = meta.at("train"), now = fields;
+  Json saved = member(meta, "train"), now = fields;
   saved["steps"] = now["steps"] = 0;
-  if (!(saved == now))
+  if (!json_equal(saved, now))
     fail("resume", dir.string(), ": the checkpoint was written with other training settings (",
          describe_differences(saved, now, "in the checkpoint"), ")");
   CheckpointContents c;
-  c.step = meta.at("step").as_int();
-  c.loader = LoaderState::from_json(meta.at("loader"));
+  c.step = f.required<int64_t>("step");
+  c.loader = LoaderState::from_json(member(meta, "loader"));
   for (auto& [name, t] : load_safetensors((dir / "model.safetensors").string())) c.params.emplace(name, cast(t, dtype));
   nn::check_params(model.param_specs(), c.params, (dir / "model.safetensors").string());
   for (auto& [name, t] : load_safetensors((dir / "optimizer.safetensors").string())) c.optimizer.emplace(name, t);
   for (auto& [name, t] : load_safetensors((dir / "state.safetensors").string())) c.state.buffers.emplace(name, t);
-  if (meta.at("optimizer_steps").as_int() != c.step) fail("resume", dir.string(), ": optimizer and trainer steps differ");
+  if (f.required<int64_t>("optimizer_steps") != c.step) fail("resume", dir.string(), ": optimizer and trainer steps differ");
   return c;
 }
 
@@ -130,25 +146,21 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   std::ifstream in(path);
   if (!in) return;
   std::string line, kept;
-  while (std::getline(in, line))
-    if (!line.empty() && Json::parse(line).at("step").as_int() < step) kept += line + "\n";
+  for (int64_t number = 1; std::getline(in, line); ++number)
+    if (!line.empty() && read_metrics_line(line, path, number).step.step < step) kept += line + "\n";
   in.close();
   write_file_atomically(path.string(), {kept}, "train");
 }
 
-Json alpha_stats(const nn::State& st) {
-  Json layers = Json::array();
+std::vector<AlphaStat> alpha_stats(const nn::State& st) {
+  std::vector<AlphaStat> layers;
   for (const auto& [name, t] : st.buffers) {
     if (!name.ends_with("alpha_ma")) continue;
     auto v = t.to_vector<double>();
     double m = 0, s = 0;
     for (double x : v) m += x / double(v.size());
     for (double x : v) s += (x - m) * (x - m) / double(v.size());
-    Json row = Json::object();
-    row["name"] = name;
-    row["mean"] = m;
-    row["std"] = std::sqrt(s);
-    layers.push_back(row);
+    layers.push_back({name, m, std::sqrt(s)});
   }
   return layers;
 }
@@ -193,22 +205,11 @@ TrainResult read_metrics(const std::string& run_dir) {
   if (!in) fail("train", path.string(), ": cannot read");
   TrainResult r;
   std::string line;
-  while (std::getline(in, line)) {
+  for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
-    const Json row = Json::parse(line);
-    StepRecord s;
-    s.step = row.at("step").as_int();
-    s.lr = row.at("lr").as_double();
-    s.loss = row.at("loss").as_double();
-    s.kd = row.at("kd").as_double();
-    s.ce = row.at("ce").as_double();
-    s.teacher_entropy = row.at("teacher_entropy").as_double();
-    s.grad_norm = row.at("grad_norm").as_double();
-    s.tokens_per_s = row.at("tokens_per_s").as_double();
-    r.steps.push_back(s);
-    if (const Json* e = row.find("eval")) {
-      r.evals.push_back({s.step, e->at("kd").as_double(), e->at("ce").as_double(), e->at("ppl").as_double()});
-    }
+    MetricsRecord row = read_metrics_line(line, path, number);
+    r.steps.push_back(row.step);
+    if (row.eval) r.evals.push_back(*row.eval);
   }
   return r;
 }
@@ -243,19 +244,19 @@ void collect_differences(const Json& saved, const Json& now, const std::string& 
                          std::vector<std::string>& out) {
   auto name = [&](const std::string& key) { return path.empty() ? key : path + "." + key; };
   if (saved.is_object() && now.is_object()) {
-    for (const auto& [key, value] : saved.as_object()) {
-      if (const Json* other = now.find(key)) {
+    for (const auto& [key, value] : saved.items()) {
+      if (const Json* other = find_member(now, key)) {
         collect_differences(value, *other, name(key), where, out);
       } else {
         out.push_back(name(key) + " is " + value.dump() + " " + where + " but absent now");
       }
     }
-    for (const auto& [key, value] : now.as_object())
+    for (const auto& [key, value] : now.items())
       if (!saved.contains(key)) out.push_back(name(key) + " is absent " + where + " but " + value.dump() + " now");
   } else if (saved.is_array() && now.is_array() && saved.size() == now.size()) {
     for (size_t i = 0; i < saved.size(); ++i)
-      collect_differences(saved.at(i), now.at(i), cat(path, "[", i, "]"), where, out);
-  } else if (!(saved == now)) {
+      collect_differences(saved[i], now[i], cat(path, "[", i, "]"), where, out);
+  } else if (!json_equal(saved, now)) {
     out.push_back((path.empty() ? std::string("the value") : path) + " is " + saved.dump() + " " + where + " but " +
                   now.dump() + " now");
   }
@@ -273,22 +274,36 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
   return text;
 }
 
+std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
+                                          const nn::State& st, const Batch& batch, const LossConfig& loss) {
+  Tensor logits;
+  nn::State next;
+  std::tie(logits, next) = student.apply(batch.inputs, ps, st);
+  LossParts parts;
+  if (teacher.model) {
+    parts = distill_loss(std::move(logits), teacher_logits(teacher, batch.inputs), batch.targets, loss);
+  } else {
+    parts.total = cross_entropy(std::move(logits), batch.targets);
+    parts.ce = parts.total.detach();
+  }
+  return {std::move(parts), std::move(next)};
+}
+
 EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
                     const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss) {
   NoGrad no_grad;
   nn::State st = state;
   st.training = false;
+  // Both parts whatever the training mix: kd_ratio only weighs the total, which evaluation does
+  // not report, and any ratio inside (0, 1) computes the KD loss and the CE.
+  LossConfig both = loss;
+  both.kd_ratio = 0.5;
   EvalRecord r;
   if (batches.empty()) return r;
   for (const Batch& b : batches) {
-    Tensor logits = student.apply(b.inputs, params, st).first;
-    r.ce += cross_entropy(logits, b.targets).item<double>() / double(batches.size());
-    if (teacher.model) {
-      LossConfig kd = loss;
-      kd.kd_ratio = 1.0;
-      r.kd += distill_loss(logits, teacher_logits(teacher, b.inputs), b.targets, kd).kd.item<double>() /
-              double(batches.size());
-    }
+    const LossParts parts = objective(student, teacher, params, st, b, both).first;
+    r.ce += parts.ce.item<double>() / double(batches.size());
+    if (teacher.model) r.kd += parts.kd.item<double>() / double(batches.size());
   }
   r.ppl = std::exp(r.ce);
   return r;
@@ -297,31 +312,22 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
 StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State& state, AdamW& opt,
                       const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
                       double lr) {
-  const bool distill = teacher.model != nullptr;
   nn::Params grads;
   StepRecord rec;
   for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
     Batch batch = next_batch();
-    Tensor tl = distill ? teacher_logits(teacher, batch.inputs) : Tensor();
     LossParts parts;
     nn::State next;
     auto [value, g] = nn::value_and_grad([&](const nn::Params& p) {
-      Tensor logits;
       const DType master = p.begin()->second.dtype();
       if (config.compute_dtype == master) {
-        std::tie(logits, next) = student.apply(batch.inputs, p, state);
+        std::tie(parts, next) = objective(student, teacher, p, state, batch, config.loss);
       } else {
         // Mixed precision: buffers (moving averages) stay in the master dtype between steps.
         nn::State st2;
-        std::tie(logits, st2) =
-            student.apply(batch.inputs, nn::cast(p, config.compute_dtype), nn::cast(state, config.compute_dtype));
+        std::tie(parts, st2) = objective(student, teacher, nn::cast(p, config.compute_dtype),
+                                         nn::cast(state, config.compute_dtype), batch, config.loss);
         next = nn::cast(st2, master);
-      }
-      if (distill) {
-        parts = distill_loss(std::move(logits), tl, batch.targets, config.loss);  // the gradient goes over them
-      } else {
-        parts.total = cross_entropy(std::move(logits), batch.targets);
-        parts.ce = parts.total.detach();
       }
       return parts.total;
     }, params);
@@ -440,29 +446,16 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     rec.tokens_per_s = double(config.batch_size * config.grad_accum * config.seq_len) / std::max(seconds, 1e-9);
     result.steps.push_back(rec);
 
-    Json row = Json::object();
-    row["step"] = step;
-    row["lr"] = rec.lr;
-    row["loss"] = rec.loss;
-    row["kd"] = rec.kd;
-    row["ce"] = rec.ce;
-    row["teacher_entropy"] = rec.teacher_entropy;
-    row["grad_norm"] = rec.grad_norm;
-    row["alpha"] = alpha_stats(state);
+    MetricsRecord row{rec, alpha_stats(state), std::nullopt};
     bool last = step + 1 == config.steps;
     if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
       EvalRecord e = evaluate(student, nn::cast(params, config.compute_dtype), nn::cast(state, config.compute_dtype),
                               teacher, val, config.loss);
       e.step = step;
       result.evals.push_back(e);
-      Json ev = Json::object();
-      ev["kd"] = e.kd;
-      ev["ce"] = e.ce;
-      ev["ppl"] = e.ppl;
-      row["eval"] = ev;
+      row.eval = e;
     }
-    row["tokens_per_s"] = rec.tokens_per_s;
-    metrics << row.dump() << "\n" << std::flush;
+    metrics << dump_json(row.to_json()) << "\n" << std::flush;
 
     if ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last || step + 1 == end) {
       write_checkpoint(run_dir, step + 1, student, params, state, opt, loader, fields);

@@ -29,6 +29,7 @@
 #include "train/data.hpp"
 #include "train/losses.hpp"
 #include "train/optim.hpp"
+#include "util/json_fwd.hpp"
 
 namespace cotan::train {
 
@@ -76,6 +77,29 @@ struct EvalRecord {
   double kd = 0, ce = 0, ppl = 0;
 };
 
+// The mean and standard deviation over heads of one alpha_ma buffer, e.g.
+// "model.layers.0.self_attn.alpha_ma".
+struct AlphaStat {
+  std::string name;
+  double mean = 0, std = 0;
+};
+
+// One line of metrics.jsonl:
+//   {"step": 3, "lr": ..., "loss": ..., "kd": ..., "ce": ..., "teacher_entropy": ..., "grad_norm": ...,
+//    "alpha": [{"name": ..., "mean": ..., "std": ...}, ...], "eval": {"kd": ..., "ce": ..., "ppl": ...},
+//    "tokens_per_s": ...}
+// "eval" only on evaluation steps (its step is the row's). JSON has no NaN or Infinity: a
+// non-finite number is written as null and reads back as NaN.
+struct MetricsRecord {
+  StepRecord step;
+  std::vector<AlphaStat> alpha;
+  std::optional<EvalRecord> eval;
+
+  Json to_json() const;
+  // Errors name `source`: "[train] run/metrics.jsonl line 3: missing field 'grad_norm'".
+  static MetricsRecord from_json(const Json& json, std::string_view source);
+};
+
 struct TrainResult {
   std::vector<StepRecord> steps;
   std::vector<EvalRecord> evals;
@@ -111,9 +135,17 @@ TrainResult read_metrics(const std::string& run_dir);
 // attention.kind is "sink" in the checkpoint but "softmax" now` (at most four, then a count).
 std::string describe_differences(const Json& saved, const Json& now, const std::string& saved_where);
 
+// The training objective, (student, teacher, ps, st, batch) -> (loss parts, st'): the student's
+// forward pass on batch.inputs from (ps, st), then the KD loss against the teacher's logits
+// (the teacher in evaluation mode under no_grad) or, when teacher.model is null, the
+// cross-entropy. parts.total carries the gradient to ps; st' is the student's new State (training
+// mode updates its buffers, evaluation mode returns them unchanged). The student's logits are
+// donated to the loss. The training step and evaluate() both call it.
+std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
+                                          const nn::State& st, const Batch& batch, const LossConfig& loss);
+
 // One optimizer step, the body of fit's loop: for each of config.grad_accum micro-batches from
-// next_batch, the teacher's logits (under no_grad, evaluation mode) and the student's forward and
-// backward passes on the KD loss (cross-entropy when teacher.model is null); then the averaged
+// next_batch, the objective's value and gradient (in config.compute_dtype); then the averaged
 // gradients' global norm, clipping (config.clip > 0) and the AdamW update at `lr`. `params` and
 // `state` (training mode) are replaced by their new values. A step whose loss or gradient norm is
 // not finite is returned without the update, params unchanged, for the caller to report.
@@ -123,7 +155,8 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
                       const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
                       double lr);
 
-// Mean KD loss, CE and perplexity over the validation batches (evaluation mode, no gradients).
+// Mean KD loss, CE and perplexity over the validation batches: the objective in evaluation mode,
+// no gradients, whatever the training mix of KD and CE (kd_ratio).
 EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
                     const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss);
 

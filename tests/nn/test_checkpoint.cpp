@@ -5,10 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "nn/checkpoint.hpp"
+#include "nn/model_dir.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/ops.hpp"
+#include "util/json.hpp"
 
 using namespace cotan;
 using namespace cotan::nn;

@@ -11,6 +11,7 @@
 #include "autograd/gradcheck.hpp"
 #include "nn/model.hpp"
 #include "tensor/ops.hpp"
+#include "util/json.hpp"
 
 using namespace cotan;
 using namespace cotan::nn;
@@ -391,11 +392,11 @@ TEST_CASE("configs: JSON round trip, HF fields, presets and clear errors") {
   ModelConfig c = preset("llama3.2-1b");
   c.attention.kind = AttentionKind::affine;
   c.attention.phi = AlphaFn::sigmoid;
-  ModelConfig back = ModelConfig::from_json(Json::parse(c.to_json().dump()), "test");
+  ModelConfig back = ModelConfig::from_json(parse_json(c.to_json().dump()), "test");
   CHECK(back.to_json() == c.to_json());
   CHECK(back.rope_scaling.type == "llama3");
   CHECK(back.tie_word_embeddings);
-  Json qwen = Json::parse(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 16,
+  Json qwen = parse_json(R"({"model_type": "qwen2", "vocab_size": 100, "hidden_size": 16,
       "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32, "rope_scaling": null})");
   ModelConfig q = ModelConfig::from_json(qwen, "qwen.json");
   CHECK(q.qkv_bias);
@@ -407,7 +408,7 @@ TEST_CASE("configs: JSON round trip, HF fields, presets and clear errors") {
   CHECK_THROWS_WITH_AS(parse_attention_kind("flash"),
                        "[config] unknown attention kind 'flash' (known: softmax, sink, affine, gated, affine_gated)",
                        Error);
-  Json missing = Json::parse(R"({"vocab_size": 100})");
+  Json missing = parse_json(R"({"vocab_size": 100})");
   CHECK_THROWS_WITH_AS(ModelConfig::from_json(missing, "cfg.json"), "[config] cfg.json: missing field 'hidden_size'", Error);
   Json bad_heads = qwen;
   bad_heads["num_key_value_heads"] = 3;

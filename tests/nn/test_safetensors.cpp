@@ -14,8 +14,8 @@
 #include <random>
 #include <sstream>
 
-#include "nn/json.hpp"
 #include "tensor/ops.hpp"
+#include "util/json.hpp"
 
 using namespace cotan;
 namespace fs = std::filesystem;
@@ -402,7 +402,7 @@ TEST_CASE("safetensors: sharded save and load") {
   CHECK(SafetensorsFile(dir / expected_shards[2]).metadata().at("format") == "pt");
 
   Json index = read_json_file(dir / "model.safetensors.index.json");
-  Json expected_index = Json::parse(R"({
+  Json expected_index = parse_json(R"({
     "metadata": {"total_size": 276},
     "weight_map": {
       "a.weight": "model-00001-of-00003.safetensors",
@@ -487,9 +487,11 @@ TEST_CASE("safetensors errors: truncated data section") {
 TEST_CASE("safetensors errors: invalid JSON, with its position") {
   BadFile f;
   CHECK(f.open_error(file_bytes("{\"w\":{\"dtype\" \"F32\"}}", "")) ==
-        f.prefix() + "invalid JSON header at line 1, column 15: expected ':' after an object key, got character '\"'");
+        f.prefix() + "invalid JSON header at line 1, column 19: syntax error while parsing object separator - "
+                     "unexpected string literal; expected ':'");
   CHECK(f.open_error(file_bytes("{\n  \"w\": {\"dtype\": \"F32\",\n  ", "")) ==
-        f.prefix() + "invalid JSON header at line 3, column 3: expected a string key, got end of input");
+        f.prefix() + "invalid JSON header at line 3, column 3: syntax error while parsing object key - unexpected end "
+                     "of input; expected string literal");
   CHECK(f.open_error(file_bytes("[1, 2]", "")) == f.prefix() + "header is an array, not a JSON object");
 }
 
@@ -580,6 +582,11 @@ TEST_CASE("safetensors errors: duplicate tensor names") {
         f.prefix() + "tensor 'w' appears twice in the header");
   CHECK(f.open_error(file_bytes(R"({"__metadata__":{},"__metadata__":{}})", "")) ==
         f.prefix() + "'__metadata__' appears twice in the header");
+  CHECK(f.open_error(file_bytes(R"({"__metadata__":{"format":"pt","format":"np"}})", "")) ==
+        f.prefix() + "__metadata__ key 'format' appears twice");
+  // A key repeated inside one tensor's entry.
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","dtype":"F64","shape":[2],"data_offsets":[0,8]}})", kEightBytes)) ==
+        f.prefix() + "invalid JSON header at line 1, column 21: duplicate key 'dtype'");
 }
 
 TEST_CASE("safetensors errors: malformed __metadata__") {
@@ -627,7 +634,8 @@ TEST_CASE("safetensors errors: sharded checkpoints") {
   SUBCASE("invalid index JSON") {
     write_bytes(index, "{\"weight_map\": {\"a\": }}");
     CHECK(error_of([&] { load_sharded(index); }) ==
-          prefix + "invalid JSON at line 1, column 22: unexpected character '}'");
+          prefix + "invalid JSON at line 1, column 22: syntax error while parsing value - unexpected '}'; expected '[', "
+                   "'{', or a literal");
     write_bytes(index, R"({"metadata": {}})");
     CHECK(error_of([&] { load_sharded(index); }) == prefix + "index has no 'weight_map'");
   }

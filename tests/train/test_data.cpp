@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "train/data.hpp"
+#include "util/json.hpp"
 
 namespace fs = std::filesystem;
 using namespace cotan;
@@ -363,7 +364,7 @@ TEST_CASE("window loader: a restored loader continues exactly") {
   const LoaderState saved = original.state();
   const auto expected = take(original, 5);
 
-  const LoaderState parsed = LoaderState::from_json(Json::parse(saved.to_json().dump()));
+  const LoaderState parsed = LoaderState::from_json(parse_json(saved.to_json().dump()));
   CHECK(parsed == saved);
   WindowLoader resumed(tokens, 8, 3, 999);
   take(resumed, 2);
@@ -375,7 +376,7 @@ TEST_CASE("window loader: a restored loader continues exactly") {
   // Seeds beyond int64 survive the JSON trip.
   LoaderState big = saved;
   big.seed = ~uint64_t(0);
-  CHECK(LoaderState::from_json(Json::parse(big.to_json().dump())) == big);
+  CHECK(LoaderState::from_json(parse_json(big.to_json().dump())) == big);
 
   WindowLoader other_len(tokens, 4, 3, 42);
   CHECK(error_of([&] { other_len.restore(saved); }) ==
@@ -385,7 +386,7 @@ TEST_CASE("window loader: a restored loader continues exactly") {
   past_end.position = 1000;
   CHECK(error_of([&] { resumed.restore(past_end); }).starts_with(
       "[data] cannot restore the loader: position 1000 is past the end of epoch "));
-  CHECK(error_of([] { LoaderState::from_json(Json::parse(R"({"seed": -1})")); }) ==
+  CHECK(error_of([] { LoaderState::from_json(parse_json(R"({"seed": -1})")); }) ==
         "[data] loader state: 'seed' must be a non-negative integer, got -1");
 }
 

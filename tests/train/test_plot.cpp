@@ -295,7 +295,7 @@ TEST_CASE("plot: log axes skip values <= 0, non-finite points are skipped") {
 
 TEST_CASE("plot: errors name the file") {
   CHECK(error_of([] { line_plot("/nonexistent-dir/x.png", "", "", "", {}); }) ==
-        "[plot] /nonexistent-dir/x.png: cannot write: No such file or directory");
+        "[plot] /nonexistent-dir/x.png: cannot write: /nonexistent-dir/x.png.tmp: No such file or directory");
   CHECK(error_of([] { line_plot("/tmp/y.png", "", "", "", {{"a", {1, 2, 3}, {1, 2}}}); }) ==
         "[plot] /tmp/y.png: series 'a' has 3 x values and 2 y values");
   CHECK(error_of([] { heatmap("/tmp/h.png", "", {{1, 2}, {3}}, "", ""); }) ==

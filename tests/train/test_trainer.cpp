@@ -2,13 +2,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "tensor/ops.hpp"
 #include "train/study.hpp"
 #include "train/trainer.hpp"
+#include "util/json.hpp"
 
 using namespace cotan;
 using namespace cotan::train;
@@ -56,9 +59,9 @@ std::string deterministic_metrics(const std::string& dir) {
   std::ifstream in(fs::path(dir) / "metrics.jsonl");
   std::string line, out;
   while (std::getline(in, line)) {
-    Json row = Json::parse(line);
+    Json row = parse_json(line);
     Json kept = Json::object();
-    for (const auto& [key, value] : row.as_object())
+    for (const auto& [key, value] : row.items())
       if (key != "tokens_per_s") kept[key] = value;
     out += kept.dump() + "\n";
   }
@@ -221,4 +224,100 @@ TEST_CASE("the study's students are the table's kinds, affine once per phi") {
                                                     "linear_clip", "linear_clip"});
   for (const nn::AttentionKindInfo& k : nn::attention_kinds())
     CHECK(std::count(kinds.begin(), kinds.end(), std::string(k.name)) == (k.study_each_phi ? 2 : 1));
+}
+
+TEST_CASE("the objective: one function for the training step and evaluation") {
+  Pair pair;
+  nn::CausalLM student(micro(nn::AttentionKind::affine));
+  Generator gen(7);
+  auto [ps, st] = student.init(gen);
+  const Tensor ids = randint({2, 9}, 0, kByteVocab, gen), targets = randint({2, 9}, 0, kByteVocab, gen);
+  const Batch batch{ids, targets};
+  const std::string alpha = "model.layers.0.self_attn.alpha_ma";
+  const std::vector<double> alpha_before = st.buffers.at(alpha).to_vector<double>();
+
+  // Pretraining: the cross-entropy of the student's logits; training mode moves alpha_ma.
+  st.training = true;
+  auto [ce_parts, trained] = objective(student, Teacher{}, ps, st, batch, LossConfig{});
+  const Tensor logits = student.apply(ids, ps, st).first;
+  CHECK(ce_parts.total.item<double>() == cross_entropy(logits, targets).item<double>());
+  CHECK(ce_parts.ce.item<double>() == ce_parts.total.item<double>());
+  CHECK_FALSE(ce_parts.kd.defined());
+  CHECK(trained.buffers.at(alpha).to_vector<double>() != alpha_before);
+  CHECK(st.buffers.at(alpha).to_vector<double>() == alpha_before);  // the argument is not changed
+
+  // Distillation in evaluation mode: the KD loss against the teacher's logits, State unchanged.
+  st.training = false;
+  LossConfig mix;
+  mix.kd_ratio = 0.25;
+  auto [kd_parts, same] = objective(student, pair.view(), ps, st, batch, mix);
+  const Tensor teacher_logits = pair.teacher.apply(ids, pair.teacher_params, pair.teacher_state).first;
+  const LossParts expected = distill_loss(student.apply(ids, ps, st).first, teacher_logits, targets, mix);
+  CHECK(kd_parts.total.item<double>() == expected.total.item<double>());
+  CHECK(kd_parts.kd.item<double>() == expected.kd.item<double>());
+  CHECK(kd_parts.ce.item<double>() == expected.ce.item<double>());
+  CHECK(same.buffers.at(alpha).to_vector<double>() == alpha_before);
+
+  // evaluate() reports both parts whatever kd_ratio the training uses.
+  LossConfig pure_kd;
+  pure_kd.kd_ratio = 1.0;
+  const EvalRecord e = evaluate(student, ps, st, pair.view(), {batch}, pure_kd);
+  CHECK(e.kd == expected.kd.item<double>());
+  CHECK(e.ce == cross_entropy(student.apply(ids, ps, st).first, targets).item<double>());
+  CHECK(e.ppl == doctest::Approx(std::exp(e.ce)));
+}
+
+TEST_CASE("metrics records: one JSON object per line, read back exactly") {
+  MetricsRecord r;
+  r.step = {12, 3e-3, 2.5, 2.25, 0.1 + 0.2, 1.0 / 3.0, 0.75, 1234.5};
+  r.alpha = {{"model.layers.0.self_attn.alpha_ma", 0.125, 1e-3}, {"model.layers.1.self_attn.alpha_ma", 0.5, 0}};
+  r.eval = EvalRecord{12, 2.0, 3.0, std::exp(3.0)};
+  const std::string line = r.to_json().dump();
+  CHECK(line.starts_with(R"({"step":12,"lr":0.003,"loss":2.5,"kd":2.25,"ce":0.30000000000000004,)"));
+  CHECK(line.ends_with(R"(,"tokens_per_s":1234.5})"));
+  const MetricsRecord back = MetricsRecord::from_json(parse_json(line), "m.jsonl line 1");
+  CHECK(back.step.step == 12);
+  CHECK(back.step.ce == 0.1 + 0.2);
+  CHECK(back.step.teacher_entropy == 1.0 / 3.0);
+  CHECK(back.step.tokens_per_s == 1234.5);
+  REQUIRE(back.alpha.size() == 2);
+  CHECK(back.alpha[1].name == "model.layers.1.self_attn.alpha_ma");
+  CHECK(back.alpha[0].std == 1e-3);
+  REQUIRE(back.eval);
+  CHECK(back.eval->step == 12);
+  CHECK(back.eval->ppl == std::exp(3.0));
+  CHECK(back.to_json().dump() == line);
+
+  // No eval on other steps; a non-finite number goes out as null and comes back as NaN.
+  MetricsRecord plain;
+  plain.step.grad_norm = std::numeric_limits<double>::infinity();
+  const std::string plain_line = plain.to_json().dump();
+  CHECK(plain_line.find("\"eval\"") == std::string::npos);
+  CHECK(plain_line.find("\"grad_norm\":null") != std::string::npos);
+  const MetricsRecord plain_back = MetricsRecord::from_json(parse_json(plain_line), "m.jsonl line 2");
+  CHECK_FALSE(plain_back.eval);
+  CHECK(std::isnan(plain_back.step.grad_norm));
+
+  Json missing = r.to_json();
+  missing.erase("loss");
+  CHECK_THROWS_WITH_AS(MetricsRecord::from_json(missing, "run/metrics.jsonl line 3"),
+                       "[train] run/metrics.jsonl line 3: missing field 'loss'", Error);
+  Json bad = r.to_json();
+  bad["alpha"][1]["mean"] = "high";
+  CHECK_THROWS_WITH_AS(MetricsRecord::from_json(bad, "run/metrics.jsonl line 3"),
+                       "[train] run/metrics.jsonl line 3: field 'alpha[1].mean' must be a number, got a string", Error);
+}
+
+TEST_CASE("a corrupt metrics.jsonl names the file and the line") {
+  const fs::path dir = fs::temp_directory_path() / "cotan_train_bad_metrics";
+  fs::create_directories(dir);
+  MetricsRecord r;
+  std::ofstream(dir / "metrics.jsonl") << r.to_json().dump() << "\n{\"step\": 1,\n";
+  CHECK_THROWS_WITH_AS(read_metrics(dir.string()),
+                       ("[train] " + (dir / "metrics.jsonl").string() +
+                        " line 2: column 12: syntax error while parsing object key - unexpected end of input; "
+                        "expected string literal")
+                           .c_str(),
+                       Error);
+  fs::remove_all(dir);
 }

@@ -1,4 +1,4 @@
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 
 #include <algorithm>
 

@@ -1,10 +1,12 @@
-#include "nn/checkpoint.hpp"
+#include "nn/model_dir.hpp"
 
 #include <filesystem>
 
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/ops.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json.hpp"
 
 namespace cotan::nn {
 
@@ -64,7 +66,7 @@ void save_model_dir(const std::string& dir, const ModelConfig& config, const Par
   } else {
     save_sharded(dir, tensors, max_shard_bytes, metadata);
   }
-  std::string json = config.to_json().dump(2) + "\n";
+  std::string json = dump_json(config.to_json(), 2) + "\n";
   write_file_atomically((fs::path(dir) / "config.json").string(), {json}, "checkpoint");
 }
 

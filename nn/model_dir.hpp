@@ -10,7 +10,7 @@
 #include <string>
 
 #include "nn/config.hpp"
-#include "nn/module.hpp"
+#include "nn/params.hpp"
 
 namespace cotan::nn {
 
