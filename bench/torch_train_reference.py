@@ -4,7 +4,7 @@
 The models are Llama-style decoders written the way eager PyTorch code usually is (HF
 transformers' eager LlamaAttention of the torch 1.x era): embedding, RMSNorm, RoPE on split
 halves, GQA through repeat_kv, SwiGLU and an untied head, with the attention kinds of
-DESIGN.md 1.1 composed from ordinary ops (softmax, sink, affine, gated, affine_gated; the
+docs/attention.md, composed from ordinary ops (softmax, sink, affine, gated, affine_gated; the
 Debian torch 1.13 has no F.scaled_dot_product_attention). One training step is:
 
     teacher logits under torch.no_grad (evaluation mode, frozen)
@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-# DESIGN.md section 2 and nn/config.cpp: the tiny pair of the default recipe.
+# docs/models.md and nn/config.cpp: the tiny pair of the default recipe.
 PRESETS = {
     "tiny-teacher": dict(hidden=192, layers=4, heads=6, kv_heads=2, inter=512, vocab=257, theta=1e4, eps=1e-5,
                          tied=False),
@@ -190,7 +190,7 @@ class CausalLM(nn.Module):
 
 
 def kd_fkl(student_logits, teacher_logits, temperature=1.0):
-    """tau^2 KL(p || q) per token, averaged over tokens (DESIGN.md 1.2, kd_ratio = 1)."""
+    """tau^2 KL(p || q) per token, averaged over tokens (docs/losses.md, kd_ratio = 1)."""
     v = student_logits.shape[-1]
     log_q = F.log_softmax(student_logits.reshape(-1, v) / temperature, dim=-1)
     log_p = F.log_softmax(teacher_logits.reshape(-1, v) / temperature, dim=-1)

@@ -1,4 +1,4 @@
-// The attention core of every kind (DESIGN.md section 1.1), after the projections and RoPE.
+// The attention core of every kind (docs/attention.md), after the projections and RoPE.
 //
 //   q        [B, H, T, d]
 //   k, v     [B, Hkv, T, d]        H % Hkv == 0; query head h reads kv head h / (H / Hkv)
@@ -52,7 +52,7 @@ AttentionCore with_differentiable_inputs(AttentionCore core, const std::vector<T
 // `core` with each of its tensors cast to dtype (alpha_ma included).
 AttentionCore cast(AttentionCore core, DType dtype);
 
-// The statistics of DESIGN.md 1.3 for one layer, from the effective weights A (P for softmax,
+// The statistics (docs/attention.md, "Attention statistics") for one layer, from the effective weights A (P for softmax,
 // P without the sink mass for sink, alpha P + beta on visible keys for affine). Averages are over
 // batch rows and heads unless said otherwise.
 struct AttentionStats {

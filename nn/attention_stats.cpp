@@ -1,4 +1,4 @@
-// The attention statistics of DESIGN.md 1.3, from the effective weights A of each kind:
+// The attention statistics (docs/attention.md), from the effective weights A of each kind:
 //   softmax  A_ij = P_ij
 //   sink     A_ij = P_ij with exp(sigma_h) in the denominator (the sink's own mass left out)
 //   affine   A_ij = alpha_i P_ij + beta_i on visible keys, 0 on masked ones

@@ -138,7 +138,7 @@ struct Preset {
   int64_t max_positions;
 };
 
-// DESIGN.md section 2, plus the tiny pair of the default recipe (byte vocabulary: 256 + end of document).
+// docs/models.md ("Configs and presets"), plus the tiny pair of the default recipe (byte vocabulary: 256 + end of document).
 constexpr Preset kPresets[] = {
     {"tiny-teacher", "llama", 192, 4, 6, 2, 512, 257, 10000.0, "none", 1, 1e-5, false, false, 1024},
     {"tiny-student", "llama", 128, 2, 4, 2, 384, 257, 10000.0, "none", 1, 1e-5, false, false, 1024},

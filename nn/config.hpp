@@ -1,5 +1,5 @@
 // Model configurations: HF config.json fields plus cotan's attention options, and the presets of
-// DESIGN.md section 2.
+// docs/models.md, "Configs and presets".
 //
 // JSON (HF names are read as HF writes them; cotan adds an "attention" object):
 //   {"model_type": "llama", "vocab_size": 128256, "hidden_size": 2048, "num_hidden_layers": 16,

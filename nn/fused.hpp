@@ -1,4 +1,4 @@
-// Fused row ops of the Llama/Qwen2 layers (DESIGN.md section 2), each one pass over its rows and
+// Fused row ops of the Llama/Qwen2 layers (docs/models.md, "The fused row ops"), each one pass over its rows and
 // one autograd node with a hand-written pullback, next to the composed version built from
 // primitive ops that is its test oracle (STYLE.md 5).
 //

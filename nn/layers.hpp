@@ -1,4 +1,4 @@
-// The layers of Llama/Qwen2 decoders (DESIGN.md section 2), each a small description with
+// The layers of Llama/Qwen2 decoders (docs/models.md), each a small description with
 //   specs(prefix)          the parameters it declares, under HF names;
 //   apply(x, ps[, st])     the forward pass (ps: a ParamView at the layer's prefix); layers with
 //                          buffers return (y, st') and never change st.

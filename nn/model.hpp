@@ -37,7 +37,7 @@ class CausalLM {
   std::pair<Tensor, State> hidden(const Tensor& ids, const Params& ps, const State& st) const;
   // The output projection [V, D] (embed_tokens.weight when tied).
   const Tensor& head_weight(const Params& ps) const;
-  // An evaluation pass that also returns per-layer attention statistics (DESIGN.md 1.3).
+  // An evaluation pass that also returns per-layer attention statistics (docs/attention.md, "Attention statistics").
   std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st) const;
 
  private:

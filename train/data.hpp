@@ -11,7 +11,7 @@
 // stream, each document followed by kEndOfDocument; windows are cut from that stream and may
 // span document (and shard) boundaries.
 //
-// Token shard files (DESIGN.md section 4), all integers little-endian:
+// Token shard files (docs/formats.md, "Token shards"), all integers little-endian:
 //   offset  0  8 bytes  magic "COTANTOK"
 //   offset  8  u32      version, 1
 //   offset 12  u32      token dtype: 1 = u16, 2 = u32

@@ -1,4 +1,4 @@
-// Distillation losses (DESIGN.md 1.2) and next-token cross-entropy.
+// Distillation losses (docs/losses.md) and next-token cross-entropy.
 //
 // Per token t, with teacher logits u, student logits s over the student's vocabulary V and
 // temperature tau, p = softmax(u / tau) (teacher), q = softmax(s / tau) (student):

@@ -1,7 +1,7 @@
 // AdamW, gradient norms and clipping, gradient accumulation and the warmup-stable-decay schedule.
 //
 //   AdamW opt(AdamWConfig{}, model.param_specs());
-//   double g = clip_grad_norm(grads, 1.0);        // the norm before clipping (DESIGN 1.3)
+//   double g = clip_grad_norm(grads, 1.0);        // the norm before clipping (docs/losses.md)
 //   opt.step(ps, grads, lr_at(schedule, step));
 //
 // Updates are functional, like the rest of the model API: step() computes each new parameter as

@@ -1,4 +1,4 @@
-// Training statistics the paper reports (DESIGN 1.3), summaries across seeds and small tables.
+// Training statistics the paper reports (docs/losses.md, "Gradient-norm statistics"), summaries across seeds and small tables.
 //
 //   GradNormStats s = grad_norm_stats(grad_norms, 500);       // Table 4
 //   int64_t spikes = count_spikes(grad_norms, 6.0);           // Table 5

@@ -1,4 +1,4 @@
-// Fused attention kernels (DESIGN.md 1.1): softmax, sink and affine, forward and backward, flash
+// Fused attention kernels (docs/attention.md): softmax, sink and affine, forward and backward, flash
 // style: a block owns a tile of kTileRows rows (queries, or keys in dK/dV) and streams the other
 // side through shared memory in tiles of kTileCols; nothing T x T is ever stored.
 //

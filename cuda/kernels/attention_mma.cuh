@@ -1,4 +1,4 @@
-// Tensor-core versions of the fused attention kernels of attention.cuh (DESIGN.md 1.1) for bf16
+// Tensor-core versions of the fused attention kernels of attention.cuh (docs/attention.md) for bf16
 // and head dims 64 and 128: every matrix product is mma.sync m16n8k16 (bf16 operands, f32
 // accumulators). They take the same AttentionArgs and write the same tensors (s, o and lse f32
 // forward; dq, delta, dalpha and the sink's per-row terms; dk and dv), so either backward runs

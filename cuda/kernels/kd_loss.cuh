@@ -1,4 +1,4 @@
-// The fused distillation loss (DESIGN.md 1.2, train/losses.hpp, tensor/fused_ops.hpp): forward
+// The fused distillation loss (docs/losses.md, train/losses.hpp, tensor/fused_ops.hpp): forward
 // and gradient in one kernel, for student logits S and teacher logits U (f64 computes in f64,
 // f32 and bf16 in f32).
 //

@@ -1,6 +1,6 @@
 // The fused CPU attention (nn/attention_fused.cpp) against its composed oracle
 // (nn/attention_composed.cpp) for every kind, masking, GQA layout and affine count, in f64 and
-// f32; gradcheck of the fused pullback; the identities of DESIGN.md 1.1 (affine weight sums,
+// f32; gradcheck of the fused pullback; the identities of docs/attention.md (affine weight sums,
 // sink -> softmax, GQA = repeated MHA, causality, with a wrong affine variant that must fail the
 // causality check); attention_stats against statistics computed here from materialized weights.
 // Sizes straddle the tiles (32 queries x 64 keys, 16 f32 / 8 f64 lanes of d).
@@ -224,7 +224,7 @@ TEST_CASE("causality: the last token changes no earlier output") {
 
 namespace {
 
-// The statistics of DESIGN.md 1.3 from the weights A materialized with loops, in f64.
+// The statistics of docs/attention.md from the weights A materialized with loops, in f64.
 AttentionStats reference_stats(const AttentionCore& in) {
   const int64_t batch = in.q.size(0), heads = in.q.size(1), kv = in.k.size(1), t = in.q.size(2), d = in.q.size(3);
   const std::vector<double> q = in.q.to_vector<double>(), k = in.k.to_vector<double>();

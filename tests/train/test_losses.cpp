@@ -1,5 +1,5 @@
 // Distillation losses and cross-entropy (train/losses.hpp): the fused kernel against the composed
-// oracle and against loops written from DESIGN.md 1.2, gradient checks, determinism and errors.
+// oracle and against loops written from docs/losses.md, gradient checks, determinism and errors.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -103,7 +103,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
                     static_cast<const char*>(y.data_ptr()));
 }
 
-// ---- the reference: loops over DESIGN.md 1.2, in double ----
+// ---- the reference: loops over docs/losses.md, in double ----
 
 struct Reference {
   double total = 0, kd = 0, ce = 0, entropy = 0;

@@ -1,4 +1,4 @@
-// Gradient-norm statistics (DESIGN 1.3), medians and spikes, summaries, number formatting, tables.
+// Gradient-norm statistics (docs/losses.md), medians and spikes, summaries, number formatting, tables.
 #include "train/stats.hpp"
 
 #include <doctest/doctest.h>
