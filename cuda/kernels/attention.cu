@@ -155,7 +155,8 @@ AttentionGrads attention_backward(const AttentionSpec& core, const AttentionForw
   check(saved.s.shape() == q.shape() && saved.s.dtype() == q.dtype() && saved.lse.shape() == Shape{b, h, t} &&
             saved.lse.dtype() == DType::f32,
         kOp, "the saved forward does not belong to this core");
-  const Tensor g = contiguous_on_target(d_out), s = contiguous_on_target(saved.s), lse = contiguous_on_target(saved.lse);
+  const Tensor g = contiguous_on_target(d_out), s = contiguous_on_target(saved.s),
+               lse = contiguous_on_target(saved.lse);
 
   AttentionGrads grads;
   grads.dq = empty_tensor(q.shape(), q.dtype());

@@ -1,6 +1,7 @@
-// The row kernels' launchers (kernels in rows.cuh, contract in launch.hpp and tensor/fused_ops.hpp): rms_norm runs one launch
-// forward and two backward (rows, then the fixed-order dweight sum over the groups' partials);
-// swiglu and rope one launch each. All on the current stream.
+// The row kernels' launchers (kernels in rows.cuh, contract in launch.hpp and
+// tensor/fused_ops.hpp): rms_norm runs one launch forward and two backward (rows, then the
+// fixed-order dweight sum over the groups' partials); swiglu and rope one launch each. All on the
+// current stream.
 #include <type_traits>
 
 #include "cuda/kernels/launch.hpp"

@@ -1,6 +1,7 @@
 // The row kernels of the fused layers (nn/fused.hpp; the math and rounding of the CPU's kernels,
-// tensor/fused_ops.hpp and tensor/cpu/rows.cpp): RMSNorm and RoPE forward and backward over rows, SwiGLU's activation over
-// elements. C = compute_t<T>: f64 computes in f64, f32 and bf16 in f32.
+// tensor/fused_ops.hpp and tensor/cpu/rows.cpp): RMSNorm and RoPE forward and backward over
+// rows, SwiGLU's activation over elements. C = compute_t<T>: f64 computes in f64, f32 and bf16
+// in f32.
 //
 // rms_norm, one row per group (a warp for rows up to kShortRow, else the block), x [R, D]:
 //   rms_norm_fwd     one read of the row for sum(h^2) (f64, the group's fixed tree), then

@@ -1,4 +1,4 @@
-// The fused CPU attention (nn/attention_fused.cpp) against its composed oracle
+// The fused CPU attention (nn/attention_fused.cpp, kernels in tensor/cpu/attention.cpp) against its composed oracle
 // (nn/attention_composed.cpp) for every kind, masking, GQA layout and affine count, in f64 and
 // f32; gradcheck of the fused pullback; the identities of docs/attention.md (affine weight sums,
 // sink -> softmax, GQA = repeated MHA, causality, with a wrong affine variant that must fail the
