@@ -11,10 +11,6 @@
 #include "tensor/op_table.hpp"
 #include "train/study.hpp"
 
-#ifdef COTAN_HAVE_CUDA
-#include "cuda/kernels/matmul.hpp"
-#endif
-
 namespace po = boost::program_options;
 
 namespace cotan::app {
@@ -156,9 +152,7 @@ Device device_option(const std::string& value) {
 void tf32_option(bool enabled, Device device) {
   if (!enabled) return;
   if (!device.is_cuda()) fail("--tf32", "TF32 is a mode of the CUDA matmuls; the device is ", to_string(device));
-#ifdef COTAN_HAVE_CUDA
-  cuda::set_tf32(true);
-#endif
+  backend(device).set_tf32(true);
 }
 
 int cmd_pretrain(const Args& args) {

@@ -1,12 +1,12 @@
 // One element of the AdamW update (train/optim.hpp), for the CPU loop (tensor/cpu/optim.cpp) and
 // the CUDA kernel (cuda/kernels/optim.cuh) alike: plain arithmetic in the working dtype W, in the
-// order of the composed update. SIMT_HOST_DEVICE (cuda/simt/common.hpp, no other include) lets
-// nvcc compile it for the device.
+// order of the composed update. COTAN_HOST_DEVICE (tensor/host_device.hpp) lets nvcc compile it
+// for the device.
 #pragma once
 
 #include <cmath>
 
-#include "cuda/simt/common.hpp"
+#include "tensor/host_device.hpp"
 
 namespace cotan {
 
@@ -26,7 +26,7 @@ AdamWScalars<W> narrow(const AdamWScalars<double>& s) {
 // p <- p * shrink; m <- beta1 m + (1 - beta1) g; v <- beta2 v + (1 - beta2) g^2;
 // p <- p - step_size * m / (sqrt(v) / bias2_sqrt + eps)
 template <class W>
-SIMT_HOST_DEVICE void adamw_element(W& p, W g, W& m, W& v, const AdamWScalars<W>& s) {
+COTAN_HOST_DEVICE inline void adamw_element(W& p, W g, W& m, W& v, const AdamWScalars<W>& s) {
   p = p * s.shrink;
   m = m * s.beta1 + g * s.one_minus_beta1;
   v = v * s.beta2 + (g * g) * s.one_minus_beta2;

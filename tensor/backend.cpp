@@ -40,6 +40,10 @@ Backend& backend(Device device) {
   fail("cuda", cuda_status());  // "[cuda] no CUDA device: <the driver's reason>"
 }
 
+void Backend::set_tf32(bool enabled) {
+  if (enabled) fail("tf32", "TF32 is a mode of the CUDA matmuls; the ", name(), " backend has none");
+}
+
 std::shared_ptr<Storage> allocate(size_t nbytes, Device device) { return backend(device).allocate(nbytes); }
 
 }  // namespace cotan

@@ -177,6 +177,10 @@ class Backend {
   // [B..., M, K] x [B..., K, N] -> [B..., M, N]; batch dims equal (broadcast ones have stride 0);
   // either operand may be transposed through its strides.
   virtual Tensor matmul(const Tensor& a, const Tensor& b) = 0;
+  // Whether f32 matmuls may round their operands to TF32 on tensor cores (the CUDA backend's
+  // cuBLAS path; process-wide, off by default). A backend without the mode refuses to enable it.
+  virtual bool tf32() const { return false; }
+  virtual void set_tf32(bool enabled);
 
   // Indexing (index: i32 or i64). gather: out[.., i, ..] = x[.., index[.., i, ..], ..] along axis,
   // index with x's ndim, out with index's shape. scatter_add: the transpose of gather, added to base.

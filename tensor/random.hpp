@@ -19,11 +19,7 @@
 #include <cstdint>
 
 // Philox is also compiled into CUDA kernels: its functions are host and device functions there.
-#if defined(__CUDACC__)
-#define COTAN_HOST_DEVICE __host__ __device__
-#else
-#define COTAN_HOST_DEVICE
-#endif
+#include "tensor/host_device.hpp"
 
 namespace cotan {
 

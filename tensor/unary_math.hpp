@@ -14,7 +14,7 @@
 
 #include "tensor/op_table.hpp"
 
-#include "tensor/random.hpp"  // COTAN_HOST_DEVICE: host and device functions under nvcc
+#include "tensor/host_device.hpp"
 
 namespace cotan {
 

@@ -18,10 +18,6 @@
 #include "util/atomic_file.hpp"
 #include "util/json.hpp"
 
-#ifdef COTAN_HAVE_CUDA
-#include "cuda/kernels/matmul.hpp"
-#endif
-
 namespace cotan::train {
 
 namespace fs = std::filesystem;
@@ -220,23 +216,15 @@ namespace {
 // process-wide).
 class Tf32Scope {
  public:
-  explicit Tf32Scope(bool enabled) {
-#ifdef COTAN_HAVE_CUDA
-    previous_ = cuda::tf32_enabled();
-    if (enabled) cuda::set_tf32(true);
-#else
-    (void)enabled;
-#endif
+  Tf32Scope(Backend& backend, bool enabled) : backend_(backend), previous_(backend.tf32()) {
+    if (enabled) backend_.set_tf32(true);
   }
-  ~Tf32Scope() {
-#ifdef COTAN_HAVE_CUDA
-    cuda::set_tf32(previous_);
-#endif
-  }
+  ~Tf32Scope() { backend_.set_tf32(previous_); }
   Tf32Scope(const Tf32Scope&) = delete;
   Tf32Scope& operator=(const Tf32Scope&) = delete;
 
  private:
+  Backend& backend_;
   bool previous_ = false;
 };
 
@@ -365,7 +353,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
          student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
   if (config.tf32 && !device.is_cuda())
     fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(device));
-  const Tf32Scope tf32(config.tf32);
+  const Tf32Scope tf32(backend(device), config.tf32);
 
   ScheduleConfig schedule = config.schedule;
   schedule.total_steps = config.steps;

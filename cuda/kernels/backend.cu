@@ -6,6 +6,7 @@
 // flag is consulted here.
 #include "cuda/kernels/backend.hpp"
 #include "cuda/kernels/launch.hpp"
+#include "cuda/kernels/matmul.hpp"
 #include "cuda/runtime.hpp"
 
 namespace cotan::COTAN_KERNELS {
@@ -20,6 +21,18 @@ class KernelBackend final : public Backend {
 
 #if !COTAN_SIMT_EMULATED
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(simt::current_stream())); }
+  bool tf32() const override { return cotan::cuda::tf32_enabled(); }
+  void set_tf32(bool enabled) override { cotan::cuda::set_tf32(enabled); }
+#else
+  // The emulator takes the mode (a run on emulated cuda:0 behaves as on a GPU) but its matmul is
+  // always the f32 kernel.
+  bool tf32() const override { return tf32_; }
+  void set_tf32(bool enabled) override { tf32_ = enabled; }
+
+ private:
+  bool tf32_ = false;
+
+ public:
 #endif
 
   std::shared_ptr<Storage> allocate(size_t nbytes) override { return launch::allocate(nbytes); }
