@@ -93,6 +93,17 @@ template <class T> struct compute_type { using type = T; };
 template <> struct compute_type<bf16> { using type = float; };
 template <class T> using compute_t = typename compute_type<T>::type;
 
+// dispatch_dtype for the floating dtypes (f64, f32, bf16); any other is refused in op's name:
+// "[op] expects a floating dtype, got i32".
+template <class F>
+void dispatch_floating(std::string_view op, DType t, F&& f) {
+  dispatch_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<compute_t<T>>) f(tag);
+    else fail(op, "expects a floating dtype, got ", t);
+  });
+}
+
 template <class To, class From>
 inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) return v;

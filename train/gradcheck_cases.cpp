@@ -23,26 +23,26 @@ std::vector<OpCheck> build() {
 
   // ---- distillation losses (train/losses.hpp): teacher logits and targets (one ignored) are
   // constants on the student's device; temperature 2, a CE mix ----
-  auto kd_case = [&](const char* name, train::KdLoss kind, bool composed) {
+  auto kd_case = [&](const char* name, KdLoss kind, bool composed) {
     add_case(name, [kind, composed](Generator& g) -> Case {
       const Tensor teacher = normal({4, 6}, g);
-      const Tensor targets = from_vector(std::vector<int64_t>{1, train::kIgnoreIndex, 5, 0}, {4});
+      const Tensor targets = from_vector(std::vector<int64_t>{1, kIgnoreIndex, 5, 0}, {4});
       return {[teacher, targets, kind, composed](X x) {
-                train::LossConfig c;
+                LossConfig c;
                 c.kind = kind;
                 c.temperature = 2;
                 c.kd_ratio = 0.7;
                 c.jsd_beta = 0.3;
                 const Tensor u = to(teacher, x[0].device()), t = to(targets, x[0].device());
-                return (composed ? train::distill_loss_composed(x[0], u, t, c) : train::distill_loss(x[0], u, t, c)).total;
+                return (composed ? distill_loss_composed(x[0], u, t, c) : distill_loss(x[0], u, t, c)).total;
               },
               {normal({4, 6}, g)}};
     });
   };
-  kd_case("distill_loss_fkl", train::KdLoss::fkl, false);
-  kd_case("distill_loss_rkl", train::KdLoss::rkl, false);
-  kd_case("distill_loss_jsd", train::KdLoss::jsd, false);
-  kd_case("distill_loss_composed", train::KdLoss::jsd, true);
+  kd_case("distill_loss_fkl", KdLoss::fkl, false);
+  kd_case("distill_loss_rkl", KdLoss::rkl, false);
+  kd_case("distill_loss_jsd", KdLoss::jsd, false);
+  kd_case("distill_loss_composed", KdLoss::jsd, true);
 
   // ---- fused layers (nn/fused.hpp); rope's tables are constants, on x's device ----
   add_case("rms_norm", [](Generator& g) -> Case {

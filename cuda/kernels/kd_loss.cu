@@ -20,14 +20,6 @@ Tensor contiguous_on_target(const Tensor& x, DType dtype) {
   return out;
 }
 
-template <class F>
-void dispatch_floating(DType dtype, F&& f) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<compute_t<T>>) f(tag);
-  });
-}
-
 }  // namespace
 
 namespace launch {
@@ -89,14 +81,14 @@ KdLossResult kd_loss(const Tensor& student, const Tensor& teacher, const Tensor&
 
   const simt::Dim3 one_block{1, 1, 1}, block{kRowBlock, 1, 1};
   simt::launch(kd_loss_count_kernel, one_block, block, 0, args.rows, target_ptr, count_ptr);
-  dispatch_floating(s.dtype(), [&](auto s_tag) {
+  dispatch_floating("kd_loss", s.dtype(), [&](auto s_tag) {
     using S = decltype(s_tag);
     const S* s_ptr = static_cast<const S*>(s.data_ptr());
     S* grad_ptr = want_grad ? static_cast<S*>(result.grad.data_ptr()) : nullptr;
     const LaunchSize size = row_launch<kRowBlock>(args.rows);
     // Without KD the teacher is not read: its type is the student's.
     const DType teacher_dtype = args.want_kd ? u.dtype() : s.dtype();
-    dispatch_floating(teacher_dtype, [&](auto u_tag) {
+    dispatch_floating("kd_loss", teacher_dtype, [&](auto u_tag) {
       using U = decltype(u_tag);
       const U* u_ptr = args.want_kd ? static_cast<const U*>(u.data_ptr()) : nullptr;
       simt::launch(kd_loss_rows_kernel<S, U>, size.grid, size.block, 0, args, s_ptr, u_ptr, target_ptr,

@@ -21,15 +21,6 @@ Tensor contiguous_on_target(const Tensor& x) {
   return out;
 }
 
-template <class F>
-void dispatch_floating(const char* op, DType dtype, F&& f) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<compute_t<T>>) f(tag);
-    else fail(op, "expects a floating dtype, got ", dtype);
-  });
-}
-
 template <class T>
 const T* in(const Tensor& t) {
   return static_cast<const T*>(t.data_ptr());

@@ -273,14 +273,6 @@ LossValues run_fused(const Problem& in, const KdLossConfig& config, const Tensor
   return {sum.kd / denom, sum.ce / denom, sum.entropy / denom};
 }
 
-template <class F>
-void dispatch_floating(DType dtype, F&& f) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (is_floating(dtype_v<T>)) f(tag);
-  });
-}
-
 }  // namespace
 
 KdLossResult CpuBackend::kd_loss(const Tensor& student, const Tensor& teacher, const Tensor& targets,
@@ -305,13 +297,14 @@ KdLossResult CpuBackend::kd_loss(const Tensor& student, const Tensor& teacher, c
   KdLossResult result;
   if (want_grad) result.grad = grad_into.defined() ? grad_into : Tensor::empty(student.shape(), student.dtype());
   LossValues values;
-  dispatch_floating(in.student.dtype(), [&](auto s) {
+  dispatch_floating("kd_loss", in.student.dtype(), [&](auto s) {
     using S = decltype(s);
     if (!in.want_kd) {
       values = run_fused<S, S>(in, config, result.grad);
       return;
     }
-    dispatch_floating(in.teacher.dtype(), [&](auto u) { values = run_fused<S, decltype(u)>(in, config, result.grad); });
+    dispatch_floating("kd_loss", in.teacher.dtype(),
+                      [&](auto u) { values = run_fused<S, decltype(u)>(in, config, result.grad); });
   });
   result.kd = values.kd;
   result.ce = values.ce;

@@ -79,15 +79,6 @@ std::vector<compute_t<T>> to_compute_vector(const Tensor& t) {
   return out;
 }
 
-template <class F>
-void dispatch_floating(DType dtype, F&& f) {
-  dispatch_dtype(dtype, [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<compute_t<T>>) f(tag);
-    else fail("rows", "expects a floating dtype, got ", dtype);
-  });
-}
-
 // ---- rms_norm ----
 
 template <class T>
@@ -286,7 +277,7 @@ template <bool kBackward>
 Tensor rope_rows(const Tensor& a, const Tensor& cos, const Tensor& sin) {
   Tensor out = Tensor::empty(a.shape(), a.dtype());
   if (out.numel() == 0) return out;
-  dispatch_floating(a.dtype(), [&](auto tag) { rope_typed<decltype(tag), kBackward>(a, cos, sin, out); });
+  dispatch_floating("rope", a.dtype(), [&](auto tag) { rope_typed<decltype(tag), kBackward>(a, cos, sin, out); });
   return out;
 }
 
@@ -297,7 +288,8 @@ RmsNormForward CpuBackend::rms_norm_forward(const Tensor& x, const Tensor& weigh
   RmsNormForward out{Tensor::empty(x.shape(), x.dtype()),
                      Tensor::empty({x.size(0)}, row_compute_dtype(x.dtype()))};
   if (x.numel() == 0) return out;
-  dispatch_floating(x.dtype(), [&](auto tag) { rms_norm_forward_typed<decltype(tag)>(xc, wc, eps, out); });
+  dispatch_floating("rms_norm", x.dtype(),
+                    [&](auto tag) { rms_norm_forward_typed<decltype(tag)>(xc, wc, eps, out); });
   return out;
 }
 
@@ -307,14 +299,15 @@ RmsNormGrads CpuBackend::rms_norm_backward(const Tensor& dy, const Tensor& x, co
   RmsNormGrads out{Tensor::empty(x.shape(), x.dtype()), Tensor::empty(weight.shape(), weight.dtype())};
   fill(out.dweight, 0);
   if (x.numel() == 0) return out;
-  dispatch_floating(x.dtype(), [&](auto tag) { rms_norm_backward_typed<decltype(tag)>(dyc, xc, wc, rc, out); });
+  dispatch_floating("rms_norm", x.dtype(),
+                    [&](auto tag) { rms_norm_backward_typed<decltype(tag)>(dyc, xc, wc, rc, out); });
   return out;
 }
 
 Tensor CpuBackend::swiglu_forward(const Tensor& g, const Tensor& u) {
   const Tensor gc = contiguous_as(g), uc = contiguous_as(u);
   Tensor y = Tensor::empty(g.shape(), g.dtype());
-  dispatch_floating(g.dtype(), [&](auto tag) {
+  dispatch_floating("swiglu", g.dtype(), [&](auto tag) {
     using T = decltype(tag);
     swiglu_forward_typed<T>(gc.data<T>(), uc.data<T>(), y.data<T>(), y.numel());
   });
@@ -324,7 +317,7 @@ Tensor CpuBackend::swiglu_forward(const Tensor& g, const Tensor& u) {
 SwigluGrads CpuBackend::swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) {
   const Tensor dyc = contiguous_as(dy), gc = contiguous_as(g), uc = contiguous_as(u);
   SwigluGrads out{Tensor::empty(g.shape(), g.dtype()), Tensor::empty(g.shape(), g.dtype())};
-  dispatch_floating(g.dtype(), [&](auto tag) {
+  dispatch_floating("swiglu", g.dtype(), [&](auto tag) {
     using T = decltype(tag);
     swiglu_backward_typed<T>(dyc.data<T>(), gc.data<T>(), uc.data<T>(), out.dg.data<T>(), out.du.data<T>(),
                              g.numel());

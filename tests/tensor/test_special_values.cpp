@@ -124,7 +124,8 @@ std::vector<UnaryCase> cases() {
        [](LD x, DType) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }},
       {UnaryOp::relu, 0, 0, {kNaN, kInf, 0.0, 0.0, -0.0}, [](LD x, DType) { return x < 0 ? LD(0) : x; }},
       {UnaryOp::abs, 0, 0, {kNaN, kInf, kInf, 0.0, 0.0}, [](LD x, DType) { return std::abs(x); }},
-      {UnaryOp::clamp, -1, 2, {kNaN, 2, -1, 0.0, -0.0}, [](LD x, DType) { return std::min(std::max(x, LD(-1)), LD(2)); }},
+      {UnaryOp::clamp, -1, 2, {kNaN, 2, -1, 0.0, -0.0},
+       [](LD x, DType) { return std::min(std::max(x, LD(-1)), LD(2)); }},
       {UnaryOp::sign, 0, 0, {kNaN, 1, -1, 0.0, -0.0}, [](LD x, DType) { return x > 0 ? LD(1) : x < 0 ? LD(-1) : x; }},
       {UnaryOp::square, 0, 0, {kNaN, kInf, kInf, 0.0, 0.0}, [](LD x, DType) { return x * x; }},
       {UnaryOp::reciprocal, 0, 0, {kNaN, 0.0, -0.0, kInf, -kInf}, [](LD x, DType) { return 1 / x; }},
@@ -145,7 +146,8 @@ std::vector<UnaryCase> cases() {
 // dtype, subnormals, the largest finite values, where tanh saturates; and ordinary values, so
 // that one vector mixes lanes that the packet code computes with lanes it cannot.
 std::vector<double> edges(DType dtype) {
-  const double big = dtype == DType::f64 ? std::numeric_limits<double>::max() : double(std::numeric_limits<float>::max());
+  const double big =
+      dtype == DType::f64 ? std::numeric_limits<double>::max() : double(std::numeric_limits<float>::max());
   return {88.0,  88.7,  89.0,  -87.0, -87.5, -88.7, -100, -103.5, -104,  709.0, 709.5, 710,  -708,
           -708.5, -745, -746, -800,   800,   1e30,  -1e30, 1e-30,  -1e-30, denorm_min(dtype), -denorm_min(dtype),
           big,   -big,  1,     -1,    0.5,   -0.5,  3.5,   -3.5,   7.8,   -7.8, 8.5,   -8.5, 20,   -20,
