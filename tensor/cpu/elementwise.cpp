@@ -4,6 +4,7 @@
 // a vectorizable loop, anything else a strided one. Floating unary math goes through Eigen's
 // array maps (SIMD exp, log, tanh, sqrt), with libm on the lanes where Eigen's special values
 // differ from it (vector_math.hpp); bf16 is computed in f32 tiles.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -57,7 +58,7 @@ bool vector_unary(const C* xp, C* yp, int64_t n, C a, Scalar scalar) {
   else if constexpr (Op == UnaryOp::reciprocal) y = x.inverse();
   else if constexpr (Op == UnaryOp::exp) {
     y = x.exp();
-    redo_inexact(xp, yp, n, [](C v) { return R::exp_exact(v); }, scalar);
+    repair_exp(xp, C(0), yp, n);
   } else if constexpr (Op == UnaryOp::log) {
     y = x.log();
     redo_inexact(xp, yp, n, positive, scalar);
@@ -90,10 +91,10 @@ bool vector_unary(const C* xp, C* yp, int64_t n, C a, Scalar scalar) {
       // The packet pow is exact for positive normal x with a normal result; the scalar
       // definition elsewhere (x <= 0, where integer exponents keep the sign; overflow, underflow).
       y = x.pow(a);
-      auto exact = [&](int64_t i) { return R::positive_normal(xp[i]) && R::normal(yp[i]); };
-      bool any = false;
-      for (int64_t i = 0; i < n; ++i) any |= !exact(i);
-      if (any)
+      auto exact = [&](int64_t i) { return R::positive_normal(xp[i]) & R::normal(yp[i]); };
+      int inexact = 0;
+      for (int64_t i = 0; i < n; ++i) inexact |= int(!exact(i));
+      if (inexact)
         for (int64_t i = 0; i < n; ++i)
           if (!exact(i)) yp[i] = scalar(xp[i]);
     }
@@ -112,8 +113,13 @@ void float_unary(UnaryOp op, const C* xp, C* yp, int64_t n, C a, C b) {
       fail(op_name(op), "has a bool result: no floating kernel");  // unary_logical_not serves it
     } else {
       auto scalar = [a, b](C v) { return unary_math::floating<Op>(v, a, b); };
-      if (!vector_unary<Op>(xp, yp, n, a, scalar))
-        for (int64_t i = 0; i < n; ++i) yp[i] = scalar(xp[i]);
+      // In chunks that stay in L1, so that the repair's scans read what the packet code just wrote.
+      constexpr int64_t kChunk = 2048;
+      for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+        const int64_t len = std::min(kChunk, n - i0);
+        if (!vector_unary<Op>(xp + i0, yp + i0, len, a, scalar))
+          for (int64_t i = i0; i < i0 + len; ++i) yp[i] = scalar(xp[i]);
+      }
     }
   });
 }
