@@ -22,7 +22,6 @@
 #include <Eigen/Core>
 
 #include "tensor/cpu/backend.hpp"
-#include "tensor/cpu/vector_math.hpp"
 #include "tensor/cpu/parallel.hpp"
 
 namespace cotan::cpu {
@@ -66,7 +65,6 @@ RowSoftmax<C> row_softmax(const C* x, int64_t n, Row<C>& e) {
     const int64_t len = std::min(kBlock, n - v0);
     auto block = e.segment(v0, len);
     block = (segment(x, v0, len) - m).exp();
-    repair_exp(x + v0, m, block.data(), len);  // exp(-inf) = 0 and underflow as in libm
     sum += double(block.sum());
   }
   return {m, C(std::log(sum)), C(1.0 / sum)};
