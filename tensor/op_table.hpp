@@ -1,9 +1,19 @@
-// The op table: every kernel a backend provides. The differentiable ops (tensor/ops.hpp) call these
-// after checking and broadcasting their arguments, so a kernel may assume:
-//   - binary and where: operands already broadcast to one shape (strides may be 0), one dtype
-//     (comparisons produce bool);
-//   - axes normalized (0 <= axis < ndim) and sorted;
-//   - inputs on this backend's device, with any strides unless a kernel says otherwise.
+// The op table: every kernel a backend provides. The differentiable ops (tensor/ops.hpp) broadcast
+// their operands and call the primitives below, which check the arguments once for every backend
+// (tensor/op_checks.cpp, with the messages users see) before the backend's *_kernel. So a kernel
+// may assume:
+//   - binary and where: operands of one shape (strides may be 0) and one dtype (comparisons
+//     produce bool), no arithmetic on bool; where's condition bool;
+//   - unary: a dtype the op accepts (accepts_integers; never bool but for logical_not);
+//   - axes normalized (0 <= axis < ndim) and sorted; argmax/argmin over one axis, max, min and
+//     the arg ops not over zero elements, nor on bool;
+//   - softmax, log_softmax, logsumexp and matmul on floating dtypes; matmul operands of one dtype
+//     and matching shapes;
+//   - indexing: i32 or i64 indices whose shape fits, base and source of one dtype;
+//   - arange's n >= 0; random's dtype fits the op and randint's range is not empty;
+//   - inputs on this backend's device (the CUDA launchers check it), with any strides unless a
+//     kernel says otherwise. What needs the data (an index out of range, an integer division by
+//     zero) the kernels check themselves.
 // Kernels return fresh contiguous tensors, except assign and fill, which write into `dst`.
 // Adding an op touches its rule (autograd/rules), the op list below, and each backend's kernel.
 #pragma once
@@ -152,31 +162,36 @@ class Backend {
   // Waits until every kernel queued so far has finished (timing); the CPU runs ops synchronously.
   virtual void synchronize() {}
 
+  // The primitives. Each public method checks its arguments once, for every backend, with the
+  // messages users see (tensor/op_checks.cpp: dtypes, shapes, axes, which it normalizes), then
+  // calls the backend's *_kernel, which may assume them checked. The kernels keep only the checks
+  // that need the data (an index out of range, an integer division by zero) or the device.
+
   // Memory.
   virtual std::shared_ptr<Storage> allocate(size_t nbytes) = 0;
   // dst[...] = convert(src[...]); same shape, any strides and dtypes. dst must not overlap src.
-  virtual void assign(const Tensor& dst, const Tensor& src) = 0;
+  void assign(const Tensor& dst, const Tensor& src);
   virtual void fill(const Tensor& dst, double value) = 0;
-  virtual Tensor arange(double start, double step, int64_t n, DType dtype) = 0;
-  virtual Tensor random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) = 0;
+  Tensor arange(double start, double step, int64_t n, DType dtype);
+  Tensor random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b);
 
   // Elementwise; float-only ops reject integer dtypes.
-  virtual Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0) = 0;
-  virtual Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) = 0;
-  virtual Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+  Tensor unary(UnaryOp op, const Tensor& x, double a = 0, double b = 0);
+  Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+  Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 
   // Reductions over `axes` (argmax/argmin: exactly one axis; result i64). Deterministic: the
   // same bits whatever the number of threads.
-  virtual Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) = 0;
+  Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim);
   // Along one axis; the result keeps the input's shape (logsumexp drops the axis).
-  virtual Tensor softmax(const Tensor& x, int64_t axis) = 0;
-  virtual Tensor log_softmax(const Tensor& x, int64_t axis) = 0;
-  virtual Tensor logsumexp(const Tensor& x, int64_t axis) = 0;
-  virtual Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) = 0;
+  Tensor softmax(const Tensor& x, int64_t axis);
+  Tensor log_softmax(const Tensor& x, int64_t axis);
+  Tensor logsumexp(const Tensor& x, int64_t axis);
+  Tensor cumsum(const Tensor& x, int64_t axis, bool reverse);
 
   // [B..., M, K] x [B..., K, N] -> [B..., M, N]; batch dims equal (broadcast ones have stride 0);
   // either operand may be transposed through its strides.
-  virtual Tensor matmul(const Tensor& a, const Tensor& b) = 0;
+  Tensor matmul(const Tensor& a, const Tensor& b);
   // Whether f32 matmuls may round their operands to TF32 on tensor cores (the CUDA backend's
   // cuBLAS path; process-wide, off by default). A backend without the mode refuses to enable it.
   virtual bool tf32() const { return false; }
@@ -184,11 +199,11 @@ class Backend {
 
   // Indexing (index: i32 or i64). gather: out[.., i, ..] = x[.., index[.., i, ..], ..] along axis,
   // index with x's ndim, out with index's shape. scatter_add: the transpose of gather, added to base.
-  virtual Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) = 0;
-  virtual Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
+  Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+  Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src);
   // index_select: picks whole slices along axis (index 1-D); index_add is its transpose, added to base.
-  virtual Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) = 0;
-  virtual Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
+  Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
+  Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src);
 
   // Fused ops (descriptors and contracts in tensor/fused_ops.hpp), called by their differentiable
   // op once the arguments are checked. A backend without a kernel throws "[op] the <backend>
@@ -238,6 +253,25 @@ class Backend {
 
  protected:
   [[noreturn]] void no_kernel(std::string_view op) const { fail(op, "the ", name(), " backend has no kernel"); }
+
+  // The kernels of the primitives above, called with checked arguments: axes normalized (and
+  // sorted), binary and where operands of one shape and dtype, dtypes the op accepts.
+  virtual void assign_kernel(const Tensor& dst, const Tensor& src) = 0;
+  virtual Tensor arange_kernel(double start, double step, int64_t n, DType dtype) = 0;
+  virtual Tensor random_kernel(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) = 0;
+  virtual Tensor unary_kernel(UnaryOp op, const Tensor& x, double a, double b) = 0;
+  virtual Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) = 0;
+  virtual Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) = 0;
+  virtual Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) = 0;
+  virtual Tensor softmax_kernel(const Tensor& x, int64_t axis) = 0;
+  virtual Tensor log_softmax_kernel(const Tensor& x, int64_t axis) = 0;
+  virtual Tensor logsumexp_kernel(const Tensor& x, int64_t axis) = 0;
+  virtual Tensor cumsum_kernel(const Tensor& x, int64_t axis, bool reverse) = 0;
+  virtual Tensor matmul_kernel(const Tensor& a, const Tensor& b) = 0;
+  virtual Tensor gather_kernel(const Tensor& x, int64_t axis, const Tensor& index) = 0;
+  virtual Tensor scatter_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
+  virtual Tensor index_select_kernel(const Tensor& x, int64_t axis, const Tensor& index) = 0;
+  virtual Tensor index_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
 };
 
 // The backend for a device; throws a clear error when the device is not available.

@@ -113,31 +113,31 @@ class PrimitivesOnly final : public Backend {
  public:
   std::string_view name() const override { return "primitives-only"; }
   std::shared_ptr<Storage> allocate(size_t n) override { return cpu().allocate(n); }
-  void assign(const Tensor& dst, const Tensor& src) override { cpu().assign(dst, src); }
+  void assign_kernel(const Tensor& dst, const Tensor& src) override { cpu().assign(dst, src); }
   void fill(const Tensor& dst, double v) override { cpu().fill(dst, v); }
-  Tensor arange(double s, double d, int64_t n, DType t) override { return cpu().arange(s, d, n, t); }
-  Tensor random(RandomOp op, const Shape& s, DType t, Generator& g, double a, double b) override {
+  Tensor arange_kernel(double s, double d, int64_t n, DType t) override { return cpu().arange(s, d, n, t); }
+  Tensor random_kernel(RandomOp op, const Shape& s, DType t, Generator& g, double a, double b) override {
     return cpu().random(op, s, t, g, a, b);
   }
-  Tensor unary(UnaryOp op, const Tensor& x, double a, double b) override { return cpu().unary(op, x, a, b); }
-  Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) override { return cpu().binary(op, a, b); }
-  Tensor where(const Tensor& c, const Tensor& a, const Tensor& b) override { return cpu().where(c, a, b); }
-  Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keep) override {
+  Tensor unary_kernel(UnaryOp op, const Tensor& x, double a, double b) override { return cpu().unary(op, x, a, b); }
+  Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) override { return cpu().binary(op, a, b); }
+  Tensor where_kernel(const Tensor& c, const Tensor& a, const Tensor& b) override { return cpu().where(c, a, b); }
+  Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keep) override {
     return cpu().reduce(op, x, axes, keep);
   }
-  Tensor softmax(const Tensor& x, int64_t axis) override { return cpu().softmax(x, axis); }
-  Tensor log_softmax(const Tensor& x, int64_t axis) override { return cpu().log_softmax(x, axis); }
-  Tensor logsumexp(const Tensor& x, int64_t axis) override { return cpu().logsumexp(x, axis); }
-  Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) override { return cpu().cumsum(x, axis, reverse); }
-  Tensor matmul(const Tensor& a, const Tensor& b) override { return cpu().matmul(a, b); }
-  Tensor gather(const Tensor& x, int64_t axis, const Tensor& i) override { return cpu().gather(x, axis, i); }
-  Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& i, const Tensor& src) override {
+  Tensor softmax_kernel(const Tensor& x, int64_t axis) override { return cpu().softmax(x, axis); }
+  Tensor log_softmax_kernel(const Tensor& x, int64_t axis) override { return cpu().log_softmax(x, axis); }
+  Tensor logsumexp_kernel(const Tensor& x, int64_t axis) override { return cpu().logsumexp(x, axis); }
+  Tensor cumsum_kernel(const Tensor& x, int64_t axis, bool reverse) override { return cpu().cumsum(x, axis, reverse); }
+  Tensor matmul_kernel(const Tensor& a, const Tensor& b) override { return cpu().matmul(a, b); }
+  Tensor gather_kernel(const Tensor& x, int64_t axis, const Tensor& i) override { return cpu().gather(x, axis, i); }
+  Tensor scatter_add_kernel(const Tensor& base, int64_t axis, const Tensor& i, const Tensor& src) override {
     return cpu().scatter_add(base, axis, i, src);
   }
-  Tensor index_select(const Tensor& x, int64_t axis, const Tensor& i) override {
+  Tensor index_select_kernel(const Tensor& x, int64_t axis, const Tensor& i) override {
     return cpu().index_select(x, axis, i);
   }
-  Tensor index_add(const Tensor& base, int64_t axis, const Tensor& i, const Tensor& src) override {
+  Tensor index_add_kernel(const Tensor& base, int64_t axis, const Tensor& i, const Tensor& src) override {
     return cpu().index_add(base, axis, i, src);
   }
 

@@ -36,39 +36,43 @@ class KernelBackend final : public Backend {
 #endif
 
   std::shared_ptr<Storage> allocate(size_t nbytes) override { return launch::allocate(nbytes); }
-  void assign(const Tensor& dst, const Tensor& src) override { launch::assign(dst, src); }
+  void assign_kernel(const Tensor& dst, const Tensor& src) override { launch::assign(dst, src); }
   void fill(const Tensor& dst, double value) override { launch::fill(dst, value); }
-  Tensor arange(double start, double step, int64_t n, DType dtype) override {
+  Tensor arange_kernel(double start, double step, int64_t n, DType dtype) override {
     return launch::arange(start, step, n, dtype);
   }
-  Tensor random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) override {
+  Tensor random_kernel(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) override {
     return launch::random(op, shape, dtype, gen, a, b);
   }
 
-  Tensor unary(UnaryOp op, const Tensor& x, double a, double b) override { return launch::unary(op, x, a, b); }
-  Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) override { return launch::binary(op, a, b); }
-  Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) override { return launch::where(cond, a, b); }
+  Tensor unary_kernel(UnaryOp op, const Tensor& x, double a, double b) override { return launch::unary(op, x, a, b); }
+  Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) override { return launch::binary(op, a, b); }
+  Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) override {
+    return launch::where(cond, a, b);
+  }
 
-  Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) override {
+  Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) override {
     return launch::reduce(op, x, axes, keepdim);
   }
-  Tensor softmax(const Tensor& x, int64_t axis) override { return launch::softmax(x, axis); }
-  Tensor log_softmax(const Tensor& x, int64_t axis) override { return launch::log_softmax(x, axis); }
-  Tensor logsumexp(const Tensor& x, int64_t axis) override { return launch::logsumexp(x, axis); }
-  Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) override { return launch::cumsum(x, axis, reverse); }
+  Tensor softmax_kernel(const Tensor& x, int64_t axis) override { return launch::softmax(x, axis); }
+  Tensor log_softmax_kernel(const Tensor& x, int64_t axis) override { return launch::log_softmax(x, axis); }
+  Tensor logsumexp_kernel(const Tensor& x, int64_t axis) override { return launch::logsumexp(x, axis); }
+  Tensor cumsum_kernel(const Tensor& x, int64_t axis, bool reverse) override {
+    return launch::cumsum(x, axis, reverse);
+  }
 
-  Tensor matmul(const Tensor& a, const Tensor& b) override { return launch::matmul(a, b); }
+  Tensor matmul_kernel(const Tensor& a, const Tensor& b) override { return launch::matmul(a, b); }
 
-  Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) override {
+  Tensor gather_kernel(const Tensor& x, int64_t axis, const Tensor& index) override {
     return launch::gather(x, axis, index);
   }
-  Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override {
+  Tensor scatter_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override {
     return launch::scatter_add(base, axis, index, src);
   }
-  Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) override {
+  Tensor index_select_kernel(const Tensor& x, int64_t axis, const Tensor& index) override {
     return launch::index_select(x, axis, index);
   }
-  Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override {
+  Tensor index_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override {
     return launch::index_add(base, axis, index, src);
   }
 

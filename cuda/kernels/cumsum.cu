@@ -1,5 +1,5 @@
-// Cumulative sum launchers (kernels in cumsum.cuh). Argument checks and error messages are the
-// CPU backend's; the input is read in place with any strides.
+// Cumulative sum launchers (kernels in cumsum.cuh). The axis is normalized by
+// Backend::cumsum; the input is read in place with any strides.
 #include "cuda/kernels/cumsum.cuh"
 #include "cuda/kernels/launch.hpp"
 
@@ -31,8 +31,7 @@ void cumsum_typed(const Tensor& x, int64_t axis, bool reverse, const Tensor& out
 namespace launch {
 
 Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) {
-  check_on_target("cumsum", x);
-  axis = normalize_axis(axis, x.dim(), "cumsum");
+  check_on_target("cumsum", x);  // axis normalized by Backend::cumsum
   const DType out_dtype = x.dtype() == DType::boolean ? DType::i64 : x.dtype();
   Tensor out = empty_tensor(x.shape(), out_dtype);
   if (out.numel() == 0) return out;

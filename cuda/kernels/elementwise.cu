@@ -1,5 +1,5 @@
-// Elementwise launchers: unary, binary, where. Argument checks and error messages are the CPU
-// backend's; each op picks the contiguous kernel when every operand is contiguous, the strided
+// Elementwise launchers: unary, binary, where, called with arguments Backend has checked
+// (tensor/op_checks.cpp); each op picks the contiguous kernel when every operand is contiguous, the strided
 // one otherwise.
 #include <cmath>
 #include <limits>
@@ -121,8 +121,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
   const DType t = x.dtype();
   if (op == UnaryOp::logical_not)
     return dispatch_dtype(t, [&](auto tag) { return logical_not_typed<decltype(tag)>(x); });
-  if (!is_floating(t) && !accepts_integers(op)) fail(op_name(op), "expects a floating dtype, got ", t);
-  switch (t) {
+  switch (t) {  // dtypes checked by Backend::unary
     case DType::f64: return unary_typed<double>(op, x, a, b);
     case DType::f32: return unary_typed<float>(op, x, a, b);
     case DType::bf16: return unary_typed<bf16>(op, x, a, b);
@@ -136,11 +135,6 @@ Tensor unary(UnaryOp op, const Tensor& x, double a, double b) {
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_on_target(op_name(op), a);
   check_on_target(op_name(op), b);
-  if (a.shape() != b.shape())
-    fail(op_name(op), "operands of shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
-         " are not broadcast to one shape");
-  if (a.dtype() != b.dtype()) fail(op_name(op), "dtypes ", a.dtype(), " and ", b.dtype(), " differ");
-  if (a.dtype() == DType::boolean && op <= BinaryOp::div) fail(op_name(op), "expects a numeric dtype, got bool");
   return dispatch_dtype(a.dtype(), [&](auto tag) { return binary_typed<decltype(tag)>(op, a, b); });
 }
 
@@ -148,11 +142,6 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check_on_target("where", cond);
   check_on_target("where", a);
   check_on_target("where", b);
-  if (cond.dtype() != DType::boolean) fail("where", "condition must be bool, got ", cond.dtype());
-  if (cond.shape() != a.shape() || a.shape() != b.shape())
-    fail("where", "shapes ", to_string(cond.shape()), ", ", to_string(a.shape()), " and ", to_string(b.shape()),
-         " are not broadcast to one shape");
-  if (a.dtype() != b.dtype()) fail("where", "dtypes ", a.dtype(), " and ", b.dtype(), " differ");
   Tensor out = empty_tensor(a.shape(), a.dtype());
   const int64_t n = a.numel();
   if (n == 0) return out;

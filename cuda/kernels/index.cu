@@ -1,5 +1,5 @@
 // Indexing launchers: gather, scatter_add, index_select, index_add (kernels in index.cuh).
-// Argument checks and error messages are the CPU backend's (tensor/cpu/index.cpp).
+// Shapes, axes and index dtypes are checked by Backend (tensor/op_checks.cpp).
 //
 // Indices are checked by the kernels themselves: each records the first out-of-range position
 // in a device flag, which the launcher reads back after the launch (a wait on the stream) and
@@ -18,10 +18,6 @@ decltype(auto) with_index_type(std::string_view op, const Tensor& index, F&& f) 
   fail(op, "index must be i32 or i64, got ", index.dtype());
 }
 
-void check_index_dtype(std::string_view op, const Tensor& index) {
-  with_index_type(op, index, [](auto) {});
-}
-
 // The unsigned integer with the size of an element of dtype t.
 template <class F>
 decltype(auto) with_bits_type(DType t, F&& f) {
@@ -31,15 +27,6 @@ decltype(auto) with_bits_type(DType t, F&& f) {
     case 4: return f(uint32_t{});
     default: return f(uint64_t{});
   }
-}
-
-// index may be smaller than x outside the axis (gather, scatter_add's base) or anywhere (src).
-void check_fits(std::string_view op, const Tensor& index, const Tensor& x, int64_t axis, const char* what) {
-  check(index.dim() == x.dim(), op, "index has ", index.dim(), " dims but the ", what, " has ", x.dim());
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (d != axis && index.size(d) > x.size(d))
-      fail(op, "index of shape ", to_string(index.shape()), " does not fit the ", what, " of shape ",
-           to_string(x.shape()), " at axis ", d);
 }
 
 // x's strides with the one along `axis` set to 0: the kernels add index * step themselves.
@@ -156,12 +143,11 @@ Tensor scatter_add_along(std::string_view op, const Tensor& base, int64_t axis, 
 
 namespace launch {
 
+// Arguments checked by Backend's gather, scatter_add, index_select and index_add: axis normalized,
+// i32 or i64 indices, shapes that fit. The launchers check the device and the index values.
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   check_on_target("gather", x);
   check_on_target("gather", index);
-  axis = normalize_axis(axis, x.dim(), "gather");
-  check_index_dtype("gather", index);
-  check_fits("gather", index, x, axis, "input");
   return gather_along("gather", x, axis, index);
 }
 
@@ -169,21 +155,12 @@ Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const 
   check_on_target("scatter_add", base);
   check_on_target("scatter_add", index);
   check_on_target("scatter_add", src);
-  axis = normalize_axis(axis, base.dim(), "scatter_add");
-  check_index_dtype("scatter_add", index);
-  check(base.dtype() == src.dtype(), "scatter_add", "base has dtype ", base.dtype(), " but the source has ",
-        src.dtype());
-  check_fits("scatter_add", index, base, axis, "base");
-  check_fits("scatter_add", index, src, -1, "source");
   return scatter_add_along("scatter_add", base, axis, index, src);
 }
 
 Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
   check_on_target("index_select", x);
   check_on_target("index_select", index);
-  axis = normalize_axis(axis, x.dim(), "index_select");
-  check_index_dtype("index_select", index);
-  check(index.dim() == 1, "index_select", "index must be 1-D, got shape ", to_string(index.shape()));
   Shape shape = x.shape();
   shape[size_t(axis)] = index.size(0);
   if (numel(shape) == 0) {
@@ -198,16 +175,6 @@ Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Te
   check_on_target("index_add", base);
   check_on_target("index_add", index);
   check_on_target("index_add", src);
-  axis = normalize_axis(axis, base.dim(), "index_add");
-  check_index_dtype("index_add", index);
-  check(base.dtype() == src.dtype(), "index_add", "base has dtype ", base.dtype(), " but the source has ",
-        src.dtype());
-  check(index.dim() == 1, "index_add", "index must be 1-D, got shape ", to_string(index.shape()));
-  const int64_t n = index.size(0);
-  Shape expected = base.shape();
-  expected[size_t(axis)] = n;
-  check(src.shape() == expected, "index_add", "source of shape ", to_string(src.shape()), " does not match ",
-        to_string(expected), " (base ", to_string(base.shape()), " with ", n, " indices along axis ", axis, ")");
   if (src.numel() == 0) {
     check_indices_only("index_add", index, axis, base.size(axis));
     if (base.dtype() == DType::boolean) fail("index_add", "does not support dtype bool");

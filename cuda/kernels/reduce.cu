@@ -1,5 +1,5 @@
-// Reduction launchers (kernels and layouts in reduce.cuh). Argument checks and error messages
-// are the CPU backend's (tensor/cpu/reduce.cpp).
+// Reduction launchers (kernels and layouts in reduce.cuh). Axes, dtype and extent are
+// checked by Backend::reduce (tensor/op_checks.cpp).
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
@@ -205,13 +205,10 @@ void reduce_with(const ReduceDims& dims, const Tensor& x, const Tensor& out) {
 
 namespace launch {
 
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes_in, bool keepdim) {
-  const std::string name(op_name(op));
-  check_on_target(name, x);
+// axes normalized and sorted, dtype and extent checked (Backend::reduce).
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) {
+  check_on_target(op_name(op), x);
   const bool indexed = op == ReduceOp::argmax || op == ReduceOp::argmin;
-  if (indexed && axes_in.size() != 1) fail(name, "expects exactly one axis, got ", axes_in.size());
-  const std::vector<int64_t> axes = normalize_axes(axes_in, x.dim(), name.c_str());
-  if (x.dtype() == DType::boolean && op != ReduceOp::sum) fail(name, "does not support dtype bool");
   Shape shape;
   int64_t length = 1;
   for (int64_t d = 0; d < x.dim(); ++d) {
@@ -222,8 +219,6 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes_in,
       if (keepdim) shape.push_back(1);
     }
   }
-  if (length == 0 && op != ReduceOp::sum)
-    fail(name, "cannot reduce over zero elements of shape ", to_string(x.shape()));
   const DType out_dtype = indexed || x.dtype() == DType::boolean ? DType::i64 : x.dtype();
   Tensor out = empty_tensor(shape, out_dtype);
   if (out.numel() == 0) return out;

@@ -1,5 +1,5 @@
-// Softmax, log_softmax and logsumexp launchers (kernels in softmax.cuh). Argument checks and
-// error messages are the CPU backend's; the input is read in place with any strides.
+// Softmax, log_softmax and logsumexp launchers (kernels in softmax.cuh). The axis and dtype are
+// checked by Backend (tensor/op_checks.cpp); the input is read in place with any strides.
 #include "cuda/kernels/launch.hpp"
 #include "cuda/kernels/softmax.cuh"
 
@@ -10,9 +10,7 @@ constexpr int64_t kShortLine = 1024;  // lines up to this long: one warp per lin
 
 template <SoftmaxKind Kind>
 Tensor softmax_family(const char* name, const Tensor& x, int64_t axis) {
-  check_on_target(name, x);
-  axis = normalize_axis(axis, x.dim(), name);
-  if (!is_floating(x.dtype())) fail(name, "expects a floating dtype, got ", x.dtype());
+  check_on_target(name, x);  // axis normalized, floating dtype (Backend::softmax and its kin)
   Shape shape = x.shape();
   if (Kind == SoftmaxKind::logsumexp) shape.erase(shape.begin() + axis);
   Tensor out = empty_tensor(shape, x.dtype());

@@ -15,27 +15,27 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
 
   std::shared_ptr<Storage> allocate(size_t nbytes) override;
-  void assign(const Tensor& dst, const Tensor& src) override;
+  void assign_kernel(const Tensor& dst, const Tensor& src) override;
   void fill(const Tensor& dst, double value) override;
-  Tensor arange(double start, double step, int64_t n, DType dtype) override;
-  Tensor random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) override;
+  Tensor arange_kernel(double start, double step, int64_t n, DType dtype) override;
+  Tensor random_kernel(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) override;
 
-  Tensor unary(UnaryOp op, const Tensor& x, double a, double b) override;
-  Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) override;
-  Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) override;
+  Tensor unary_kernel(UnaryOp op, const Tensor& x, double a, double b) override;
+  Tensor binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) override;
+  Tensor where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) override;
 
-  Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) override;
-  Tensor softmax(const Tensor& x, int64_t axis) override;
-  Tensor log_softmax(const Tensor& x, int64_t axis) override;
-  Tensor logsumexp(const Tensor& x, int64_t axis) override;
-  Tensor cumsum(const Tensor& x, int64_t axis, bool reverse) override;
+  Tensor reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdim) override;
+  Tensor softmax_kernel(const Tensor& x, int64_t axis) override;
+  Tensor log_softmax_kernel(const Tensor& x, int64_t axis) override;
+  Tensor logsumexp_kernel(const Tensor& x, int64_t axis) override;
+  Tensor cumsum_kernel(const Tensor& x, int64_t axis, bool reverse) override;
 
-  Tensor matmul(const Tensor& a, const Tensor& b) override;
+  Tensor matmul_kernel(const Tensor& a, const Tensor& b) override;
 
-  Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) override;
-  Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override;
-  Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) override;
-  Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override;
+  Tensor gather_kernel(const Tensor& x, int64_t axis, const Tensor& index) override;
+  Tensor scatter_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override;
+  Tensor index_select_kernel(const Tensor& x, int64_t axis, const Tensor& index) override;
+  Tensor index_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override;
 
   AttentionForward attention_forward(const AttentionSpec& core) override;
   AttentionGrads attention_backward(const AttentionSpec& core, const AttentionForward& saved,

@@ -285,12 +285,10 @@ Tensor binary_typed(BinaryOp op, const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor CpuBackend::unary(UnaryOp op, const Tensor& x, double a, double b) {
+Tensor CpuBackend::unary_kernel(UnaryOp op, const Tensor& x, double a, double b) {
   const DType t = x.dtype();
   if (op == UnaryOp::logical_not)
     return dispatch_dtype(t, [&](auto tag) { return unary_logical_not<decltype(tag)>(x); });
-  if (!is_floating(t) && !accepts_integers(op)) fail(op_name(op), "expects a floating dtype, got ", t);
-  if (t == DType::boolean) fail(op_name(op), "expects a numeric dtype, got bool");
   switch (t) {
     case DType::f64: return unary_typed<double>(op, x, a, b);
     case DType::f32: return unary_typed<float>(op, x, a, b);
@@ -302,22 +300,11 @@ Tensor CpuBackend::unary(UnaryOp op, const Tensor& x, double a, double b) {
   fail(op_name(op), "unsupported dtype ", t);
 }
 
-Tensor CpuBackend::binary(BinaryOp op, const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape())
-    fail(op_name(op), "operands of shapes ", to_string(a.shape()), " and ", to_string(b.shape()),
-         " are not broadcast to one shape");
-  if (a.dtype() != b.dtype()) fail(op_name(op), "dtypes ", a.dtype(), " and ", b.dtype(), " differ");
-  if (a.dtype() == DType::boolean && op <= BinaryOp::div)
-    fail(op_name(op), "expects a numeric dtype, got bool");
+Tensor CpuBackend::binary_kernel(BinaryOp op, const Tensor& a, const Tensor& b) {
   return dispatch_dtype(a.dtype(), [&](auto tag) { return binary_typed<decltype(tag)>(op, a, b); });
 }
 
-Tensor CpuBackend::where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  if (cond.dtype() != DType::boolean) fail("where", "condition must be bool, got ", cond.dtype());
-  if (cond.shape() != a.shape() || a.shape() != b.shape())
-    fail("where", "shapes ", to_string(cond.shape()), ", ", to_string(a.shape()), " and ", to_string(b.shape()),
-         " are not broadcast to one shape");
-  if (a.dtype() != b.dtype()) fail("where", "dtypes ", a.dtype(), " and ", b.dtype(), " differ");
+Tensor CpuBackend::where_kernel(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return dispatch_dtype(a.dtype(), [&](auto tag) {
     // The select works on the bit patterns (an unsigned integer of T's size) and reads the
     // condition as bytes: gcc vectorizes neither a load of bool nor a select of bf16.

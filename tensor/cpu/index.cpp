@@ -82,15 +82,6 @@ void check_range(const char* op, const Tensor& index, int64_t axis, int64_t size
   });
 }
 
-// index may be smaller than `x` outside the axis (gather, scatter_add's base) or anywhere (src).
-void check_fits(const char* op, const Tensor& index, const Tensor& x, int64_t axis, const char* what) {
-  check(index.dim() == x.dim(), op, "index has ", index.dim(), " dims but the ", what, " has ", x.dim());
-  for (int64_t d = 0; d < x.dim(); ++d)
-    if (d != axis && index.size(d) > x.size(d))
-      fail(op, "index of shape ", to_string(index.shape()), " does not fit the ", what, " of shape ",
-           to_string(x.shape()), " at axis ", d);
-}
-
 // A contiguous copy of x (the starting value of scatter_add and index_add).
 Tensor contiguous_copy(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.dtype());
@@ -127,9 +118,7 @@ inline void add_to(T& dst, T src) {
 
 }  // namespace
 
-Tensor CpuBackend::gather(const Tensor& x, int64_t axis, const Tensor& index) {
-  axis = normalize_axis(axis, x.dim(), "gather");
-  check_fits("gather", index, x, axis, "input");
+Tensor CpuBackend::gather_kernel(const Tensor& x, int64_t axis, const Tensor& index) {
   check_range("gather", index, axis, x.size(axis));
   Tensor out = Tensor::empty(index.shape(), x.dtype());
   if (out.numel() == 0) return out;
@@ -158,12 +147,7 @@ Tensor CpuBackend::gather(const Tensor& x, int64_t axis, const Tensor& index) {
   return out;
 }
 
-Tensor CpuBackend::scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
-  axis = normalize_axis(axis, base.dim(), "scatter_add");
-  check(base.dtype() == src.dtype(), "scatter_add", "base has dtype ", base.dtype(), " but the source has ",
-        src.dtype());
-  check_fits("scatter_add", index, base, axis, "base");
-  check_fits("scatter_add", index, src, -1, "source");
+Tensor CpuBackend::scatter_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
   check_range("scatter_add", index, axis, base.size(axis));
   Tensor out = contiguous_copy(base);
   if (index.numel() == 0) return out;
@@ -241,9 +225,7 @@ inline void for_inner(const AxisSplit& split, T* dst, const T* src, int64_t widt
 
 }  // namespace
 
-Tensor CpuBackend::index_select(const Tensor& x, int64_t axis, const Tensor& index) {
-  axis = normalize_axis(axis, x.dim(), "index_select");
-  check(index.dim() == 1, "index_select", "index must be 1-D, got shape ", to_string(index.shape()));
+Tensor CpuBackend::index_select_kernel(const Tensor& x, int64_t axis, const Tensor& index) {
   check_range("index_select", index, axis, x.size(axis));
   Shape shape = x.shape();
   const int64_t n = index.size(0);
@@ -283,16 +265,8 @@ Tensor CpuBackend::index_select(const Tensor& x, int64_t axis, const Tensor& ind
   return out;
 }
 
-Tensor CpuBackend::index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
-  axis = normalize_axis(axis, base.dim(), "index_add");
-  check(base.dtype() == src.dtype(), "index_add", "base has dtype ", base.dtype(), " but the source has ",
-        src.dtype());
-  check(index.dim() == 1, "index_add", "index must be 1-D, got shape ", to_string(index.shape()));
+Tensor CpuBackend::index_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
   const int64_t n = index.size(0);
-  Shape expected = base.shape();
-  expected[size_t(axis)] = n;
-  check(src.shape() == expected, "index_add", "source of shape ", to_string(src.shape()), " does not match ",
-        to_string(expected), " (base ", to_string(base.shape()), " with ", n, " indices along axis ", axis, ")");
   check_range("index_add", index, axis, base.size(axis));
   Tensor out = contiguous_copy(base);
   if (src.numel() == 0) return out;

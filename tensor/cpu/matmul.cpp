@@ -439,18 +439,12 @@ void matmul_batch(const Tensor& a_in, const Tensor& b_in, const Tensor& out, int
 
 }  // namespace
 
-Tensor CpuBackend::matmul(const Tensor& a, const Tensor& b) {
+Tensor CpuBackend::matmul_kernel(const Tensor& a, const Tensor& b) {
   check(a.device().is_cpu() && b.device().is_cpu(), "matmul", "expects CPU tensors, got ", a.device(), " and ",
         b.device());
-  check(a.dtype() == b.dtype(), "matmul", "dtypes ", a.dtype(), " and ", b.dtype(), " differ");
-  check(is_floating(a.dtype()), "matmul", "expects a floating dtype, got ", a.dtype());
-  check(a.dim() >= 2 && b.dim() >= 2, "matmul", "expects matrices with at least 2 dims, got shapes ",
-        to_string(a.shape()), " and ", to_string(b.shape()));
-  const int64_t nd = a.dim();
+  const int64_t nd = a.dim();  // shapes and dtypes checked by Backend::matmul
   const Shape& as = a.shape();
   const Shape& bs = b.shape();
-  check(b.dim() == nd && std::equal(as.begin(), as.end() - 2, bs.begin()) && as[size_t(nd - 1)] == bs[size_t(nd - 2)],
-        "matmul", "shapes ", to_string(as), " and ", to_string(bs), " do not match");
   const int64_t m = as[size_t(nd - 2)], k = as[size_t(nd - 1)], n = bs[size_t(nd - 1)];
 
   Shape out_shape(as.begin(), as.end() - 1);

@@ -154,10 +154,7 @@ void assign_typed(const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
-void CpuBackend::assign(const Tensor& dst, const Tensor& src) {
-  if (dst.shape() != src.shape())
-    fail("assign", "destination shape ", to_string(dst.shape()), " and source shape ", to_string(src.shape()),
-         " differ");
+void CpuBackend::assign_kernel(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   dispatch_dtype(dst.dtype(), [&](auto d) {
     dispatch_dtype(src.dtype(), [&](auto s) { assign_typed<decltype(d), decltype(s)>(dst, src); });
@@ -180,8 +177,7 @@ void CpuBackend::fill(const Tensor& dst, double value) {
   });
 }
 
-Tensor CpuBackend::arange(double start, double step, int64_t n, DType dtype) {
-  check(n >= 0, "arange", "negative length ", n);
+Tensor CpuBackend::arange_kernel(double start, double step, int64_t n, DType dtype) {
   Tensor out = Tensor::empty({n}, dtype);
   dispatch_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -264,13 +260,9 @@ void random_typed(RandomOp op, T* out, int64_t n, Generator& gen, double a, doub
       });
       return;
     }
-  } else {
-    if (op == RandomOp::uniform) fail("rand", "expects a floating dtype, got ", dtype_v<T>);
-    if (op == RandomOp::normal) fail("randn", "expects a floating dtype, got ", dtype_v<T>);
   }
+  // Backend::random has ruled out uniform and normal on integers, randint on bool, empty ranges.
   if (op == RandomOp::randint) {
-    check(dtype_v<T> != DType::boolean, "randint", "expects an integer dtype, got bool");
-    check(a < b, "randint", "empty range [", a, ", ", b, ")");
     const int64_t low = int64_t(a), span = int64_t(b) - low;
     auto draw = [&](double u) {
       int64_t k = int64_t(std::floor(u * double(span)));
@@ -296,7 +288,7 @@ void random_typed(RandomOp op, T* out, int64_t n, Generator& gen, double a, doub
 
 }  // namespace
 
-Tensor CpuBackend::random(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) {
+Tensor CpuBackend::random_kernel(RandomOp op, const Shape& shape, DType dtype, Generator& gen, double a, double b) {
   Tensor out = Tensor::empty(shape, dtype);
   const int64_t n = out.numel();
   dispatch_dtype(dtype, [&](auto tag) {

@@ -355,9 +355,8 @@ void softmax_lines(SoftmaxKind kind, const Tensor& x, int64_t axis, const Tensor
   for_each_line(lines, line, block);
 }
 
-Tensor softmax_family(SoftmaxKind kind, const char* name, const Tensor& x, int64_t axis) {
-  axis = normalize_axis(axis, x.dim(), name);
-  check(is_floating(x.dtype()), name, "expects a floating dtype, got ", x.dtype());
+// axis in [0, ndim) and a floating x (Backend::softmax and its kin checked them).
+Tensor softmax_family(SoftmaxKind kind, const Tensor& x, int64_t axis) {
   Shape shape = x.shape();
   if (kind == SoftmaxKind::logsumexp) shape.erase(shape.begin() + axis);
   Tensor out = Tensor::empty(shape, x.dtype());
@@ -404,12 +403,9 @@ void cumsum_lines(const Tensor& x, int64_t axis, bool reverse, const Tensor& out
 
 }  // namespace
 
-Tensor CpuBackend::reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes_in, bool keepdim) {
-  const std::string name(op_name(op));
+Tensor CpuBackend::reduce_kernel(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes_in, bool keepdim) {
   const bool indexed = op == ReduceOp::argmax || op == ReduceOp::argmin;
-  if (indexed && axes_in.size() != 1) fail(name, "expects exactly one axis, got ", axes_in.size());
-  const std::vector<int64_t> axes = normalize_axes(axes_in, x.dim(), name.c_str());
-  if (x.dtype() == DType::boolean && op != ReduceOp::sum) fail(name, "does not support dtype bool");
+  const std::vector<int64_t>& axes = axes_in;  // normalized and sorted by Backend::reduce
   Shape shape;
   int64_t length = 1;
   for (int64_t d = 0; d < x.dim(); ++d) {
@@ -419,8 +415,6 @@ Tensor CpuBackend::reduce(ReduceOp op, const Tensor& x, const std::vector<int64_
       if (keepdim) shape.push_back(1);
     }
   }
-  if (length == 0 && op != ReduceOp::sum)
-    fail(name, "cannot reduce over zero elements of shape ", to_string(x.shape()));
   DType out_dtype = x.dtype();
   if (indexed || x.dtype() == DType::boolean) out_dtype = DType::i64;
   Tensor out = Tensor::empty(shape, out_dtype);
@@ -441,20 +435,19 @@ Tensor CpuBackend::reduce(ReduceOp op, const Tensor& x, const std::vector<int64_
   return out;
 }
 
-Tensor CpuBackend::softmax(const Tensor& x, int64_t axis) {
-  return softmax_family(SoftmaxKind::softmax, "softmax", x, axis);
+Tensor CpuBackend::softmax_kernel(const Tensor& x, int64_t axis) {
+  return softmax_family(SoftmaxKind::softmax, x, axis);
 }
 
-Tensor CpuBackend::log_softmax(const Tensor& x, int64_t axis) {
-  return softmax_family(SoftmaxKind::log_softmax, "log_softmax", x, axis);
+Tensor CpuBackend::log_softmax_kernel(const Tensor& x, int64_t axis) {
+  return softmax_family(SoftmaxKind::log_softmax, x, axis);
 }
 
-Tensor CpuBackend::logsumexp(const Tensor& x, int64_t axis) {
-  return softmax_family(SoftmaxKind::logsumexp, "logsumexp", x, axis);
+Tensor CpuBackend::logsumexp_kernel(const Tensor& x, int64_t axis) {
+  return softmax_family(SoftmaxKind::logsumexp, x, axis);
 }
 
-Tensor CpuBackend::cumsum(const Tensor& x, int64_t axis, bool reverse) {
-  axis = normalize_axis(axis, x.dim(), "cumsum");
+Tensor CpuBackend::cumsum_kernel(const Tensor& x, int64_t axis, bool reverse) {
   const DType out_dtype = x.dtype() == DType::boolean ? DType::i64 : x.dtype();
   Tensor out = Tensor::empty(x.shape(), out_dtype);
   dispatch_dtype(x.dtype(), [&](auto tag) { cumsum_lines<decltype(tag)>(x, axis, reverse, out); });
