@@ -33,7 +33,7 @@ struct MatmulShape {
   int64_t m, n, k;
 };
 
-MatmulShape check_matmul(const Tensor& a, const Tensor& b) {
+MatmulShape matmul_shape(const Tensor& a, const Tensor& b) {
   check_on_target("matmul", a);
   check_on_target("matmul", b);
   const size_t nd = size_t(a.dim());
@@ -186,7 +186,7 @@ bool tf32_enabled() { return use_tf32.load(); }
 namespace launch {
 
 Tensor matmul_kernel(const Tensor& a, const Tensor& b) {
-  const MatmulShape s = check_matmul(a, b);
+  const MatmulShape s = matmul_shape(a, b);
   Tensor out = empty_tensor(s.out, a.dtype());
   if (!trivial_matmul(out, s.k)) kernel_gemm(a, b, out, s);
   return out;
@@ -196,7 +196,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 #if COTAN_SIMT_EMULATED
   return matmul_kernel(a, b);
 #else
-  const MatmulShape s = check_matmul(a, b);
+  const MatmulShape s = matmul_shape(a, b);
   Tensor out = empty_tensor(s.out, a.dtype());
   if (!trivial_matmul(out, s.k)) blas_gemm(a, b, out, s);
   return out;

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "tensor/ops.hpp"
+#include "tests/support.hpp"
 #include "util/json.hpp"
 
 using namespace cotan;
@@ -59,16 +60,6 @@ std::string le_u64(uint64_t v) {
 // A file as a foreign writer might make it: no padding unless the header text has it.
 std::string file_bytes(const std::string& header, const std::string& data) {
   return le_u64(header.size()) + header + data;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // A contiguous tensor filled with random bits; bool gets 0/1, bf16 and f32 get some NaN patterns.

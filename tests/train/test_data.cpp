@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "train/data.hpp"
+#include "tests/support.hpp"
 #include "util/json.hpp"
 
 namespace fs = std::filesystem;
@@ -46,15 +47,6 @@ void write_file(const std::string& path, std::string_view bytes) {
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string error_of(auto&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // The documents of a token stream (each ends with kEndOfDocument).

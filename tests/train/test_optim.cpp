@@ -9,21 +9,12 @@
 #include <numbers>
 
 #include "tensor/ops.hpp"
+#include "tests/support.hpp"
 
 using namespace cotan;
 using namespace cotan::train;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // Two parameters: a decayed weight and an undecayed norm, the second with tiny gradients so that
 // eps matters.

@@ -12,22 +12,13 @@
 #include <iterator>
 
 #include "tensor/error.hpp"
+#include "tests/support.hpp"
 
 using namespace cotan;
 using namespace cotan::train;
 namespace fs = std::filesystem;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::string read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

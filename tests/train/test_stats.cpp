@@ -6,21 +6,12 @@
 #include <cmath>
 
 #include "tensor/error.hpp"
+#include "tests/support.hpp"
 
 using namespace cotan;
 using namespace cotan::train;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 // 100 values: 40 at 1, 25 at 0.875, 25 at 1.125 and 10 planted spikes, shuffled by a fixed
 // stride. Median 1 and MAD 0.125 by construction (dyadic values: the thresholds are exact), so

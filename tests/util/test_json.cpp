@@ -1,6 +1,7 @@
 // JSON through util/json.hpp: parsing (kinds, escapes, UTF-8, errors with line and column,
 // duplicate keys, depth), writing, typed access, equality and JsonFields.
 #include "util/json.hpp"
+#include "tests/support.hpp"
 
 #include <doctest/doctest.h>
 
@@ -14,16 +15,6 @@
 using namespace cotan;
 
 namespace {
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
 
 std::string parse_error(std::string_view text) {
   return error_of([&] { parse_json(text); });
