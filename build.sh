@@ -12,7 +12,7 @@ say() { printf '[build.sh] %s\n' "$*"; }
 
 # ---- packages ----
 packages=(meson ninja-build g++ pkg-config libeigen3-dev libtbb-dev doctest-dev
-          libboost-program-options-dev libboost-context-dev nlohmann-json3-dev fortunes ccache)
+          libboost-program-options-dev libboost-context-dev nlohmann-json3-dev libxxhash-dev fortunes ccache)
 missing=()
 while read -r name status; do
   [[ "$status" == installed ]] || missing+=("$name")

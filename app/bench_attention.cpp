@@ -15,8 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "app/commands.hpp"
 #include "app/bench_util.hpp"
+#include "app/commands.hpp"
+#include "app/options.hpp"
 #include "autograd/autograd.hpp"
 #include "nn/attention.hpp"
 #include "tensor/error.hpp"
@@ -77,12 +78,9 @@ int bench_attention(const Args& args) {
       ("repeat", po::value<int>()->default_value(5), "timed runs of each kind and implementation (median)")
       ("kinds", po::value<std::string>()->default_value("softmax,sink,affine"), "comma-separated kinds")
       ("impls", po::value<std::string>()->default_value("fused,composed"), "comma-separated implementations")
-      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
       ("dtype", po::value<std::string>()->default_value("f32"), "f32 | bf16")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
@@ -104,7 +102,6 @@ int bench_attention(const Args& args) {
   for (const std::string& i : impls)
     check(i == "fused" || i == "composed", "bench attention", "unknown implementation '", i,
           "' (expected fused, composed)");
-  set_num_threads(vm["threads"].as<int>());
   const Device device = device_option(vm["device"].as<std::string>());
   const DType dt = parse_dtype(vm["dtype"].as<std::string>());
   check(dt == DType::f32 || dt == DType::bf16, "bench attention", "--dtype takes f32 or bf16, got ", dt);

@@ -28,8 +28,9 @@
 #include <string>
 #include <vector>
 
-#include "app/commands.hpp"
 #include "app/bench_util.hpp"
+#include "app/commands.hpp"
+#include "app/options.hpp"
 #include "autograd/autograd.hpp"
 #include "cotan_config.h"
 #include "tensor/cpu/memory_cache.hpp"
@@ -124,11 +125,8 @@ int bench_kd_loss(const Args& args) {
       ("temperature", po::value<double>()->default_value(1.0), "temperature tau")
       ("kd-ratio", po::value<double>()->default_value(1.0), "weight of KD against CE")
       ("repeat", po::value<int>()->default_value(5), "timed runs of each variant (the median is reported)")
-      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
@@ -143,7 +141,6 @@ int bench_kd_loss(const Args& args) {
   train::set_kd_loss(config, vm["kind"].as<std::string>());
   config.temperature = vm["temperature"].as<double>();
   config.kd_ratio = vm["kd-ratio"].as<double>();
-  set_num_threads(vm["threads"].as<int>());
   const Device device = device_option(vm["device"].as<std::string>());
 
   Generator gen(0);

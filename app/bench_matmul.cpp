@@ -22,8 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "app/commands.hpp"
 #include "app/bench_util.hpp"
+#include "app/commands.hpp"
+#include "app/options.hpp"
 #include "tensor/error.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
@@ -240,15 +241,12 @@ int bench_matmul(const Args& args) {
        "comma-separated sizes: N (square) or MxNxK ([M, K] x [K, N])")
       ("dtypes", po::value<std::string>()->default_value("f32,f64"), "comma-separated: f32, f64, bf16")
       ("repeat", po::value<int>()->default_value(10), "timed runs per product (the median is reported)")
-      ("threads", po::value<int>()->default_value(0), "CPU threads for cotan and PyTorch (0: all cores)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (cuda: cuBLAS)")
       ("tf32", "f32 products on TF32 tensor cores (cuBLAS; --device cuda)")
       ("torch", "also time PyTorch (torch.matmul) in the same run, alternating call by call")
       ("torch-script", po::value<std::string>()->default_value(""),
        "path of bench/torch_reference.py (default: found above the current directory or the executable)");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
@@ -258,7 +256,6 @@ int bench_matmul(const Args& args) {
   const std::vector<DType> dtypes = parse_dtypes(vm["dtypes"].as<std::string>());
   const int repeat = vm["repeat"].as<int>();
   if (repeat < 1) fail("bench", "--repeat must be at least 1, got ", repeat);
-  set_num_threads(vm["threads"].as<int>());
   const int threads = num_threads();
   const Device device = device_option(vm["device"].as<std::string>());
   tf32_option(vm.count("tf32") > 0, device);

@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "app/commands.hpp"
 #include "app/bench_util.hpp"
+#include "app/commands.hpp"
+#include "app/options.hpp"
 #include "tensor/error.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
@@ -47,11 +48,8 @@ int bench_ops(const Args& args) {
       ("help,h", "this message")
       ("json", "print one JSON object instead of a table")
       ("size", po::value<int64_t>()->default_value(int64_t(1) << 24), "elements per operand (f32)")
-      ("repeat", po::value<int>()->default_value(20), "timed runs of each op (the median is reported)")
-      ("threads", po::value<int>()->default_value(0), "CPU threads (0: all cores)");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+      ("repeat", po::value<int>()->default_value(20), "timed runs of each op (the median is reported)");
+  po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
@@ -61,7 +59,6 @@ int bench_ops(const Args& args) {
   const int repeat = vm["repeat"].as<int>();
   check(size >= 1, "bench ops", "--size must be positive, got ", size);
   check(repeat >= 1, "bench ops", "--repeat must be positive, got ", repeat);
-  set_num_threads(vm["threads"].as<int>());
 
   // Operands are [rows, cols]; the row-broadcast add and the last-axis reductions use that shape.
   const int64_t cols = size >= 1024 ? 1024 : size;

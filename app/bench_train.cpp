@@ -36,6 +36,7 @@
 
 #include "app/bench_util.hpp"
 #include "app/commands.hpp"
+#include "app/options.hpp"
 #include "app/torch_reference.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
@@ -120,7 +121,6 @@ int bench_train(const Args& args) {
       ("block", po::value<int>()->default_value(1), "steps per turn when cotan and PyTorch alternate")
       ("kind", po::value<std::string>()->default_value("affine"), kind_help.c_str())
       ("phi", po::value<std::string>()->default_value("linear_clip"), "affine kinds: linear_clip or sigmoid")
-      ("threads", po::value<int>()->default_value(2), "CPU threads for cotan and PyTorch")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (PyTorch: CPU only)")
       ("dtype", po::value<std::string>()->default_value("f32"), "compute dtype: f32 or bf16 (f32 master weights)")
       ("torch", "also time PyTorch (the default when it is installed); fail when it is not")
@@ -130,9 +130,7 @@ int bench_train(const Args& args) {
        "warm-up; passive with --warmup 0)")
       ("torch-script", po::value<std::string>()->default_value(""),
        "path of bench/torch_reference.py (default: found above the current directory or the executable)");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  po::notify(vm);
+  po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
@@ -148,7 +146,6 @@ int bench_train(const Args& args) {
   const std::string omp_wait = vm["torch-omp-wait"].as<std::string>();
   check(omp_wait == "auto" || omp_wait == "inherit" || omp_wait == "passive", "bench train",
         "--torch-omp-wait is auto, inherit or passive, not '", omp_wait, "'");
-  set_num_threads(vm["threads"].as<int>());
   const int threads = num_threads();
   const Device device = device_option(vm["device"].as<std::string>());
   check(!(vm.count("torch") && !device.is_cpu()), "bench train",

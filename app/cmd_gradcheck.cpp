@@ -14,6 +14,7 @@
 #include <boost/program_options.hpp>
 
 #include "app/commands.hpp"
+#include "app/options.hpp"
 #include "autograd/gradcheck_table.hpp"
 #include "train/gradcheck_cases.hpp"
 #include "tensor/op_table.hpp"
@@ -75,13 +76,11 @@ int cmd_gradcheck(const Args& args) {
       ("filter", po::value<std::string>(&filter), "only ops whose name contains SUBSTRING")
       ("device", po::value<std::string>(&device_name)->default_value("cpu"),
        "cpu: central differences; cuda: the CUDA results against the CPU's on the same inputs");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
+  po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
   }
-  po::notify(vm);
   const Device device = device_option(device_name);
 
   std::vector<Row> rows;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/commands.hpp"
+#include "app/options.hpp"
 #include "cotan_config.h"
 #include "cuda/runtime.hpp"
 #include "tensor/error.hpp"
@@ -79,10 +80,9 @@ int cmd_info(const Args& args) {
   options.add_options()
       ("help,h", "print this help")
       ("json", "print one JSON object instead of text");
-  po::variables_map vm;
   // An empty positional description makes stray arguments an error instead of ignoring them.
-  po::store(po::command_line_parser(args).options(options).positional({}).run(), vm);
-  po::notify(vm);
+  const po::positional_options_description none;
+  po::variables_map vm = parse_options(args, options, &none);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;

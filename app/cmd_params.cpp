@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "app/commands.hpp"
+#include "app/options.hpp"
 #include "nn/config.hpp"
 #include "nn/model.hpp"
 #include "util/json.hpp"
@@ -19,9 +20,7 @@ int cmd_params(const Args& args) {
       "config", po::value(&config_name)->default_value(config_name), "preset name, config.json or model directory")(
       "attention", po::value(&kind)->default_value(kind), ("attention kind: " + nn::attention_kind_names(" | ")).c_str())(
       "json", "print JSON");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
+  po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help();
     return 0;

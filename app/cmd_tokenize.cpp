@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "app/commands.hpp"
+#include "app/options.hpp"
 #include "tensor/error.hpp"
 #include "train/data.hpp"
 
@@ -57,9 +58,10 @@ int cmd_tokenize(const Args& args) {
   options.add_options()
       ("help,h", "print this help")
       ("out", po::value<std::string>(), "output directory for train-*.tok and val-*.tok (created)")
-      ("shard-tokens", po::value<uint64_t>()->default_value(100'000'000), "tokens per shard at most")
+      ("shard-tokens", po::value<int64_t>()->default_value(100'000'000), "tokens per shard at most")
       ("val-fraction", po::value<double>()->default_value(0.05, "0.05"), "fraction of documents for validation")
-      ("seed", po::value<uint64_t>()->default_value(0), "seed of the train/validation split");
+      ("seed", po::value<std::string>()->default_value("0"), "seed of the train/validation split, in [0, 2^64)");
+  add_threads_option(options);
   po::options_description hidden;
   hidden.add_options()("input", po::value<std::vector<std::string>>(), "text files or directories");
   po::options_description all;
@@ -69,14 +71,18 @@ int cmd_tokenize(const Args& args) {
   po::variables_map vm;
   po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
   po::notify(vm);
+  apply_threads_option(vm);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
   }
   if (!vm.count("input")) fail("tokenize", "no input: name one or more text files or directories");
   if (!vm.count("out")) fail("tokenize", "--out DIR is required");
-  const uint64_t shard_tokens = vm["shard-tokens"].as<uint64_t>();
-  if (shard_tokens == 0) fail("tokenize", "--shard-tokens must be at least 1");
+  const int64_t shard_tokens = vm["shard-tokens"].as<int64_t>();
+  check_integer("shard-tokens", shard_tokens, 1);
+  const double val_fraction = vm["val-fraction"].as<double>();
+  check_number("val-fraction", val_fraction, 0, 1);
+  const uint64_t seed = parse_u64_option("seed", vm["seed"].as<std::string>());
 
   const fs::path out = vm["out"].as<std::string>();
   std::error_code ec;
@@ -102,13 +108,13 @@ int cmd_tokenize(const Args& args) {
             << (inputs.size() == 1 ? " input\n" : " inputs\n");
 
   const train::DocumentSplit split = train::split_train_val(
-      std::move(documents), vm["val-fraction"].as<double>(), vm["seed"].as<uint64_t>());
+      std::move(documents), val_fraction, seed);
   fs::create_directories(out, ec);
   if (ec) fail("tokenize", "cannot create ", out.string(), ": ", ec.message());
   const std::vector<int32_t> train_tokens = train::encode_documents(split.train);
   const std::vector<int32_t> val_tokens = train::encode_documents(split.val);
-  report("train", split.train.size(), train_tokens.size(), write_split(out, "train", train_tokens, shard_tokens), out);
-  report("val", split.val.size(), val_tokens.size(), write_split(out, "val", val_tokens, shard_tokens), out);
+  report("train", split.train.size(), train_tokens.size(), write_split(out, "train", train_tokens, uint64_t(shard_tokens)), out);
+  report("val", split.val.size(), val_tokens.size(), write_split(out, "val", val_tokens, uint64_t(shard_tokens)), out);
   return 0;
 }
 

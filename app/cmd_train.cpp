@@ -2,10 +2,12 @@
 // command that continues the run (`--resume DIR`) and exits with status 130.
 #include <boost/program_options.hpp>
 #include <algorithm>
+#include <limits>
 #include <iostream>
 #include <unistd.h>
 
 #include "app/commands.hpp"
+#include "app/options.hpp"
 #include "cotan_config.h"
 #include "nn/model_dir.hpp"
 #include "tensor/op_table.hpp"
@@ -17,16 +19,18 @@ namespace cotan::app {
 
 namespace {
 
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
 // Options shared by both commands, written into `c`.
 void add_training_options(po::options_description& opts, train::TrainConfig& c, std::string& loss_spec,
-                          std::string& device, std::string& dtype) {
+                          std::string& device, std::string& dtype, std::string& seed) {
   opts.add_options()("device", po::value(&device)->default_value("cpu"), "cpu | cuda | cuda:N")(
       "dtype", po::value(&dtype)->default_value("f32"),
       "compute dtype: f32, or bf16 (bf16 activations and GEMMs, f32 master weights and AdamW state)")(
       "tf32", po::bool_switch(&c.tf32), "f32 matmuls on TF32 tensor cores (CUDA devices)")("batch-size", po::value(&c.batch_size)->default_value(c.batch_size), "sequences per micro-batch")(
       "grad-accum", po::value(&c.grad_accum)->default_value(c.grad_accum), "micro-batches per optimizer step")(
       "seq-len", po::value(&c.seq_len)->default_value(c.seq_len), "tokens per sequence")(
-      "seed", po::value(&c.seed)->default_value(c.seed), "data order and initialisation seed")(
+      "seed", po::value(&seed)->default_value(std::to_string(c.seed)), "data order and initialisation seed, in [0, 2^64)")(
       "lr", po::value(&c.schedule.lr)->default_value(c.schedule.lr), "peak learning rate")(
       "warmup", po::value(&c.schedule.warmup_steps)->default_value(c.schedule.warmup_steps), "warmup steps")(
       "decay-fraction", po::value(&c.schedule.decay_fraction)->default_value(c.schedule.decay_fraction),
@@ -39,14 +43,30 @@ void add_training_options(po::options_description& opts, train::TrainConfig& c, 
       "slice-teacher-vocab", po::bool_switch(&c.loss.slice_teacher_vocab), "drop a larger teacher vocabulary's extra rows")(
       "eval-every", po::value(&c.eval_every)->default_value(c.eval_every), "evaluate every N steps (0: at the end)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
-      "checkpoint every N steps (0: at the end)");
+      "checkpoint every N steps (0: at the end)")(
+      "keep-checkpoints", po::value(&c.keep_checkpoints)->default_value(c.keep_checkpoints),
+      "checkpoints kept: checkpoint/ and the newest checkpoint-<step>/ before it")(
+      "allow-longer-context", po::bool_switch(&c.allow_longer_context),
+      "allow --seq-len above the models' max_position_embeddings")(
+      "overwrite", "start anew in a run directory that holds a run, moving the old one aside (DIR.old-N)");
 }
 
-po::variables_map parse(const Args& args, const po::options_description& opts) {
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(opts).run(), vm);
-  po::notify(vm);
-  return vm;
+// The range of every numeric training option, checked after parsing.
+void check_training_options(const train::TrainConfig& c, const std::string& seed_text, train::TrainConfig& out) {
+  check_integer("batch-size", c.batch_size, 1, 1 << 20);
+  check_integer("grad-accum", c.grad_accum, 1, 1 << 20);
+  check_integer("seq-len", c.seq_len, 1, int64_t(1) << 24);
+  out.seed = parse_u64_option("seed", seed_text);
+  check_number("lr", c.schedule.lr, 0, kInf, true);
+  check_integer("warmup", c.schedule.warmup_steps, 0);
+  check_number("decay-fraction", c.schedule.decay_fraction, 0, 1);
+  check_number("weight-decay", c.adamw.weight_decay, 0, kInf);
+  check_number("clip", c.clip, 0, kInf, false, "0: off");
+  check_number("temperature", c.loss.temperature, 0, kInf, true);
+  check_number("kd-ratio", c.loss.kd_ratio, 0, 1);
+  check_integer("eval-every", c.eval_every, 0, kNoLimit, "0: at the end");
+  check_integer("checkpoint-every", c.checkpoint_every, 0, kNoLimit, "0: at the end");
+  check_integer("keep-checkpoints", c.keep_checkpoints, 1, 1000);
 }
 
 constexpr int kInterruptedStatus = 130;  // 128 + SIGINT, as a shell reports a Ctrl-C
@@ -159,7 +179,7 @@ int cmd_pretrain(const Args& args) {
   train::TrainConfig c = train::default_study().train;
   c.steps = 300;
   c.loss.kd_ratio = 0;
-  std::string config = "tiny-teacher", data, out, loss_spec, resume_dir, device, dtype;
+  std::string config = "tiny-teacher", data, out, loss_spec, resume_dir, device, dtype, seed;
   po::options_description opts("cotan pretrain [options]: train a model (a teacher) with cross-entropy");
   opts.add_options()("help,h", "show this help")("config", po::value(&config)->default_value(config),
                                                   "preset, config.json or model directory")(
@@ -169,13 +189,18 @@ int cmd_pretrain(const Args& args) {
       "steps", po::value(&c.steps)->default_value(c.steps), "optimizer steps")(
       "stop-after", po::value(&c.stop_after)->default_value(0), "stop after N steps with a checkpoint (resume later)")(
       "resume", po::value(&resume_dir)->value_name("DIR"), "continue the run in DIR from DIR/checkpoint (same options otherwise)");
-  add_training_options(opts, c, loss_spec, device, dtype);
-  po::variables_map vm = parse(args, opts);
+  add_training_options(opts, c, loss_spec, device, dtype, seed);
+  po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     std::cout << opts;
     return 0;
   }
+  check_training_options(c, seed, c);
+  check_integer("steps", c.steps, 1);
+  check_integer("stop-after", c.stop_after, 0, kNoLimit, "0: run to the end");
+  if (vm.count("overwrite")) c.existing = train::ExistingRun::move_aside;
   const bool resume = vm.count("resume") > 0;
+  if (resume && vm.count("overwrite")) fail("option", "--resume and --overwrite exclude each other");
   if (resume) resume_into(vm, resume_dir, c.run_dir);
   set_kd_loss(c.loss, loss_spec);
   c.device = device_option(device);
@@ -200,7 +225,7 @@ int cmd_pretrain(const Args& args) {
 int cmd_distill(const Args& args) {
   bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
   train::StudyConfig s = quick ? train::quick_study() : train::default_study();
-  std::string loss_spec, attention, resume_dir, device, dtype;
+  std::string loss_spec, attention, resume_dir, device, dtype, seed;
   const std::string attention_help = "only this kind (" + nn::attention_kind_names() + ")";
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
@@ -216,12 +241,18 @@ int cmd_distill(const Args& args) {
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
       "attention", po::value(&attention), attention_help.c_str())(
       "composed", "use the composed attention instead of the fused kernels");
-  add_training_options(opts, s.train, loss_spec, device, dtype);
-  po::variables_map vm = parse(args, opts);
+  add_training_options(opts, s.train, loss_spec, device, dtype, seed);
+  po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help();
     return 0;
   }
+  check_training_options(s.train, seed, s.train);
+  check_integer("teacher-steps", s.teacher_steps, 1);
+  check_integer("steps", s.student_steps, 1);
+  check_integer("seeds", s.seeds, 1, 1000);
+  s.overwrite = vm.count("overwrite") > 0;
+  if (vm.count("resume") && s.overwrite) fail("option", "--resume and --overwrite exclude each other");
   if (vm.count("resume")) {
     resume_into(vm, resume_dir, s.run_dir);
     s.resume = true;

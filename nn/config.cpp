@@ -1,5 +1,6 @@
 #include "nn/config.hpp"
 
+#include <cmath>
 #include <filesystem>
 
 #include "util/json.hpp"
@@ -27,27 +28,66 @@ std::string_view name_of(AffineN n) { return kAffineN[int(n)]; }
 AlphaFn parse_alpha_fn(std::string_view t) { return parse_enum<AlphaFn>(t, kPhis, "alpha function"); }
 AffineN parse_affine_n(std::string_view t) { return parse_enum<AffineN>(t, kAffineN, "affine_n"); }
 
+namespace {
+
+// Bounds of an accepted config, far above any released model (the largest have vocabularies of
+// 256k, hidden sizes of 16k and MLPs of 53k): a config beyond them is a typo or a hostile file.
+constexpr int64_t kMaxDimension = int64_t(1) << 24;
+constexpr int64_t kMaxLayers = 1 << 16;
+constexpr int64_t kMaxParameters = int64_t(1) << 40;
+
+}  // namespace
+
 void ModelConfig::validate(std::string_view source) const {
-  auto positive = [&](int64_t v, const char* name) {
-    if (v <= 0) fail("config", source, ": ", name, " must be positive, got ", v);
+  auto bad = [&](const auto&... args) { fail("config", source, ": ", args...); };
+  auto dimension = [&](int64_t v, const char* name, int64_t limit) {
+    if (v <= 0) bad(name, " must be positive, got ", v);
+    if (v > limit) bad(name, " ", v, " is above the limit of ", limit);
   };
-  positive(vocab_size, "vocab_size");
-  positive(hidden_size, "hidden_size");
-  positive(num_layers, "num_hidden_layers");
-  positive(num_heads, "num_attention_heads");
-  positive(num_kv_heads, "num_key_value_heads");
-  positive(intermediate_size, "intermediate_size");
+  dimension(vocab_size, "vocab_size", kMaxDimension);
+  dimension(hidden_size, "hidden_size", kMaxDimension);
+  dimension(num_layers, "num_hidden_layers", kMaxLayers);
+  dimension(num_heads, "num_attention_heads", kMaxDimension);
+  dimension(num_kv_heads, "num_key_value_heads", kMaxDimension);
+  dimension(intermediate_size, "intermediate_size", kMaxDimension);
+  dimension(max_position_embeddings, "max_position_embeddings", int64_t(1) << 40);
+  if (head_dim != 0) dimension(head_dim, "head_dim", kMaxDimension);
   if (num_heads % num_kv_heads != 0)
-    fail("config", source, ": num_attention_heads ", num_heads, " is not a multiple of num_key_value_heads ", num_kv_heads);
+    bad("num_attention_heads ", num_heads, " is not a multiple of num_key_value_heads ", num_kv_heads);
   if (head_dim == 0 && hidden_size % num_heads != 0)
-    fail("config", source, ": hidden_size ", hidden_size, " is not a multiple of num_attention_heads ", num_heads);
-  if (dim_per_head() % 2 != 0) fail("config", source, ": head dim ", dim_per_head(), " must be even for RoPE");
+    bad("hidden_size ", hidden_size, " is not a multiple of num_attention_heads ", num_heads, " (give head_dim)");
+  if (dim_per_head() % 2 != 0) bad("head dim ", dim_per_head(), " must be even for RoPE");
   if (model_type != "llama" && model_type != "qwen2")
-    fail("config", source, ": unsupported model_type '", model_type, "' (supported: llama, qwen2)");
+    bad("unsupported model_type '", model_type, "' (supported: llama, qwen2)");
   if (rope_scaling.type != "none" && rope_scaling.type != "llama3")
-    fail("config", source, ": unsupported rope_scaling type '", rope_scaling.type, "' (supported: llama3)");
-  if (!(attention.rho >= 0 && attention.rho < 1)) fail("config", source, ": attention rho ", attention.rho, " is outside [0, 1)");
-  if (!(rms_norm_eps > 0)) fail("config", source, ": rms_norm_eps must be positive");
+    bad("unsupported rope_scaling type '", rope_scaling.type, "' (supported: llama3)");
+  if (!(rope_theta > 0) || !std::isfinite(rope_theta)) bad("rope_theta must be a positive number, got ", rope_theta);
+  if (rope_scaling.type == "llama3") {
+    if (!(rope_scaling.factor >= 1) || !std::isfinite(rope_scaling.factor))
+      bad("rope_scaling.factor must be at least 1, got ", rope_scaling.factor);
+    if (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) || !(rope_scaling.low_freq_factor > 0) ||
+        !std::isfinite(rope_scaling.high_freq_factor))
+      bad("rope_scaling needs 0 < low_freq_factor < high_freq_factor, got ", rope_scaling.low_freq_factor, " and ",
+          rope_scaling.high_freq_factor);
+    dimension(rope_scaling.original_max_position_embeddings, "rope_scaling.original_max_position_embeddings",
+              int64_t(1) << 40);
+  }
+  if (!(attention.rho >= 0 && attention.rho < 1)) bad("attention rho ", attention.rho, " is outside [0, 1)");
+  if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) bad("rms_norm_eps must be positive, got ", rms_norm_eps);
+  if (!(init_std >= 0) || !std::isfinite(init_std)) bad("initializer_range must be non-negative, got ", init_std);
+  // Every dimension is at most 2^24 here, so no product of two overflows; the sums and the
+  // products with the layer count are checked.
+  int64_t count = 0;
+  if (!checked_parameter_count(count) || count > kMaxParameters)
+    bad("the model would have more than ", kMaxParameters, " parameters (2^40)");
+}
+
+bool ModelConfig::checked_parameter_count(int64_t& count) const {
+  const int64_t q = num_heads * dim_per_head(), kv = num_kv_heads * dim_per_head();
+  int64_t layer = hidden_size * q + 2 * hidden_size * kv + q * hidden_size + 3 * hidden_size * intermediate_size +
+                  2 * hidden_size + (qkv_bias ? q + 2 * kv : 0);
+  int64_t embeddings = vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2) + hidden_size, layers = 0;
+  return !__builtin_mul_overflow(layer, num_layers, &layers) && !__builtin_add_overflow(layers, embeddings, &count);
 }
 
 Json ModelConfig::to_json() const {
@@ -98,8 +138,9 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
   c.num_heads = f.required<int64_t>("num_attention_heads");
   c.num_kv_heads = f.optional("num_key_value_heads", c.num_heads);
   c.intermediate_size = f.required<int64_t>("intermediate_size");
+  // An explicit head_dim must be positive; one equal to hidden_size / num_attention_heads is the default.
   c.head_dim = f.optional("head_dim", int64_t{0});
-  if (c.head_dim * c.num_heads == c.hidden_size) c.head_dim = 0;
+  if (f.find("head_dim") && c.head_dim <= 0) f.error("head_dim must be positive, got ", c.head_dim);
   c.max_position_embeddings = f.optional("max_position_embeddings", int64_t{2048});
   c.rope_theta = f.optional("rope_theta", 10000.0);
   c.rms_norm_eps = f.optional("rms_norm_eps", 1e-6);
@@ -121,6 +162,7 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
     c.attention.affine_n = parse_affine_n(a->optional("affine_n", "visible"));
   }
   c.validate(source);
+  if (c.head_dim != 0 && c.head_dim * c.num_heads == c.hidden_size) c.head_dim = 0;  // validated: no overflow
   return c;
 }
 

@@ -68,7 +68,13 @@ struct ModelConfig {
 
   int64_t dim_per_head() const { return head_dim ? head_dim : hidden_size / num_heads; }
   // Throws "[config] <source>: num_attention_heads 12 is not a multiple of num_key_value_heads 5".
+  // Every dimension positive and bounded (2^24, layers 2^16), the parameter count at most 2^40,
+  // computed in checked arithmetic; errors name the field: "[config] a/config.json: hidden_size
+  // 4611686018427387904 is above the limit of 16777216".
   void validate(std::string_view source) const;
+  // The parameter count of the softmax model (kinds add a few per head); false when it overflows
+  // an int64. Needs dimensions within validate's bounds.
+  bool checked_parameter_count(int64_t& count) const;
   Json to_json() const;
   // Reads HF config.json fields; missing required fields are named in the error with `source`.
   static ModelConfig from_json(const Json& json, std::string_view source);

@@ -6,6 +6,7 @@
 #include "nn/safetensors.hpp"
 #include "tensor/ops.hpp"
 #include "util/atomic_file.hpp"
+#include "util/checksum.hpp"
 #include "util/json.hpp"
 
 namespace cotan::nn {
@@ -16,6 +17,10 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optio
   if (!fs::is_directory(dir)) fail("checkpoint", dir, ": not a directory");
   fs::path config_path = fs::path(dir) / "config.json";
   if (!fs::is_regular_file(config_path)) fail("checkpoint", dir, ": no config.json");
+  // Directories cotan wrote record checksums; others (HF's) are read as they are.
+  const fs::path checksums = fs::path(dir) / kChecksumsName;
+  if (fs::is_regular_file(checksums))
+    verify_manifest(dir, read_json_file(checksums.string()), "checkpoint", checksums.string());
   LoadedModel out;
   out.config = ModelConfig::from_json(read_json_file(config_path.string()), config_path.string());
   if (attention) out.config.attention = *attention;
@@ -60,14 +65,22 @@ void save_model_dir(const std::string& dir, const ModelConfig& config, const Par
   uint64_t total = 0;
   for (const auto& [name, t] : tensors) total += t.nbytes();
   std::map<std::string, std::string> metadata{{"format", "pt"}};
+  // The checksums of an earlier save name files this one may not write.
+  fs::remove(fs::path(dir) / kChecksumsName, ec);
+  // The weights only: config.json is a text a user may edit (the attention options, say).
+  std::vector<std::string> files;
   if (total <= max_shard_bytes) {
     save_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, metadata);
     fs::remove(fs::path(dir) / "model.safetensors.index.json", ec);
+    files.push_back("model.safetensors");
   } else {
-    save_sharded(dir, tensors, max_shard_bytes, metadata);
+    for (std::string& shard : save_sharded(dir, tensors, max_shard_bytes, metadata)) files.push_back(std::move(shard));
+    files.push_back("model.safetensors.index.json");
   }
   std::string json = dump_json(config.to_json(), 2) + "\n";
   write_file_atomically((fs::path(dir) / "config.json").string(), {json}, "checkpoint");
+  const std::string manifest = dump_json(checksum_manifest(dir, files, "checkpoint"), 2) + "\n";
+  write_file_atomically((fs::path(dir) / kChecksumsName).string(), {manifest}, "checkpoint");
 }
 
 }  // namespace cotan::nn

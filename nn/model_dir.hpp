@@ -14,12 +14,17 @@
 
 namespace cotan::nn {
 
+// Written last by save_model_dir: the XXH3-64 checksums of the weight files (util/checksum.hpp;
+// config.json is left out, users edit it), verified by load_model_dir when present. HF ignores it.
+inline constexpr const char* kChecksumsName = "checksums.json";
+
 struct LoadedModel {
   ModelConfig config;
   Params params;
 };
 
-// Reads config.json (attention options from `attention` when given, else from the file, else
+// Verifies checksums.json when the directory has one (a mismatch names the file), then reads
+// config.json (attention options from `attention` when given, else from the file, else
 // softmax) and every tensor the config needs, cast to `dtype`. Missing, extra or misshapen
 // tensors are errors naming the file and the tensor.
 LoadedModel load_model_dir(const std::string& dir, DType dtype = DType::f32,

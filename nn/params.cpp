@@ -29,7 +29,8 @@ Params init_params(const std::vector<ParamSpec>& specs, Generator& gen, DType dt
 
 int64_t count_params(const std::vector<ParamSpec>& specs) {
   int64_t n = 0;
-  for (const ParamSpec& s : specs) n += numel(s.shape);
+  for (const ParamSpec& s : specs)
+    if (__builtin_add_overflow(n, numel(s.shape), &n)) fail("params", "the parameter count overflows an int64");
   return n;
 }
 

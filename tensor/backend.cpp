@@ -44,7 +44,12 @@ void Backend::set_tf32(bool enabled) {
   if (enabled) fail("tf32", "TF32 is a mode of the CUDA matmuls; the ", name(), " backend has none");
 }
 
-std::shared_ptr<Storage> allocate(size_t nbytes, Device device) { return backend(device).allocate(nbytes); }
+std::shared_ptr<Storage> allocate(size_t nbytes, Device device) {
+  if (nbytes > kMaxTensorBytes)
+    fail("allocate", "cannot allocate ", nbytes, " bytes on ", to_string(device), ": above the limit of ", kMaxTensorBytes,
+         " bytes");
+  return backend(device).allocate(nbytes);
+}
 
 }  // namespace cotan
 

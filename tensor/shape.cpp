@@ -8,7 +8,8 @@ namespace cotan {
 
 int64_t numel(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) fail("shape", "shape ", to_string(shape), " has more elements than an int64 holds");
   return n;
 }
 
@@ -17,9 +18,18 @@ Strides contiguous_strides(const Shape& shape) {
   int64_t s = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     strides[i] = s;
-    s *= shape[i];
+    if (i > 0 && __builtin_mul_overflow(s, shape[i], &s))
+      fail("shape", "shape ", to_string(shape), " is too large to address: its strides overflow an int64");
   }
   return strides;
+}
+
+size_t checked_nbytes(const Shape& shape, size_t element_size, const char* op) {
+  size_t bytes = 0;
+  const int64_t n = numel(shape);
+  if (n < 0 || __builtin_mul_overflow(size_t(n), element_size, &bytes) || bytes > kMaxTensorBytes)
+    fail(op, "shape ", to_string(shape), " needs more than the limit of ", kMaxTensorBytes, " bytes");
+  return bytes;
 }
 
 std::string to_string(const Shape& shape) {

@@ -11,8 +11,16 @@ namespace cotan {
 using Shape = std::vector<int64_t>;
 using Strides = std::vector<int64_t>;
 
+// numel and contiguous_strides use checked arithmetic: a shape whose element count or strides do
+// not fit in an int64 throws "[shape] shape [..] has more elements than an int64 holds".
 int64_t numel(const Shape& shape);
 Strides contiguous_strides(const Shape& shape);
+
+// The largest tensor: 2^48 bytes (256 TiB), far above any memory, far below size_t's range, so
+// that rounding a size up for alignment cannot wrap.
+constexpr size_t kMaxTensorBytes = size_t(1) << 48;
+// numel(shape) * element_size, checked; throws "[op] shape [..] needs more than the limit of .. bytes".
+size_t checked_nbytes(const Shape& shape, size_t element_size, const char* op);
 std::string to_string(const Shape& shape);
 
 // Normalizes a possibly negative axis against `ndim`; throws "[op] axis 3 is out of range for 2 dims".

@@ -23,7 +23,7 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Strides strides, i
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     if (d < 0) fail("empty", "negative dimension in shape ", to_string(shape));
-  auto storage = allocate(size_t(cotan::numel(shape)) * dtype_size(dtype), device);
+  auto storage = allocate(checked_nbytes(shape, dtype_size(dtype), "empty"), device);
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 

@@ -13,10 +13,13 @@
 //
 // Token shard files (docs/formats.md, "Token shards"), all integers little-endian:
 //   offset  0  8 bytes  magic "COTANTOK"
-//   offset  8  u32      version, 1
+//   offset  8  u32      version, 2
 //   offset 12  u32      token dtype: 1 = u16, 2 = u32
 //   offset 16  u64      token count n
-//   offset 24  n tokens of that dtype; the file is exactly 24 + n * (2 or 4) bytes long.
+//   offset 24  u32      the largest token id (0 for an empty shard)
+//   offset 28  u32      zero
+//   offset 32  n tokens of that dtype; the file is exactly 32 + n * (2 or 4) bytes long.
+// Version 1 shards (no largest id: their header ends at offset 24) are still read.
 // Shards are read through mmap; a TokenShard keeps its mapping alive, and so does every
 // TokenSequence that holds it.
 #pragma once
@@ -85,8 +88,9 @@ DocumentSplit split_train_val(std::vector<std::string> documents, double val_fra
 enum class TokenDType : uint32_t { u16 = 1, u32 = 2 };
 
 inline constexpr char kShardMagic[8] = {'C', 'O', 'T', 'A', 'N', 'T', 'O', 'K'};
-inline constexpr uint32_t kShardVersion = 1;
-inline constexpr size_t kShardHeaderBytes = 24;
+inline constexpr uint32_t kShardVersion = 2;      // the version written; 1 is still read
+inline constexpr size_t kShardHeaderBytes = 32;   // version 2: the v1 fields, the largest id, 4 zero bytes
+inline constexpr size_t kShardV1HeaderBytes = 24;
 
 // A validated, memory-mapped shard. Copies share the mapping.
 class TokenShard {
@@ -98,6 +102,9 @@ class TokenShard {
   const std::string& path() const { return path_; }
   TokenDType dtype() const { return dtype_; }
   uint64_t size() const { return count_; }
+  // The largest token id (0 when empty): recorded in the header (version 2), found by a scan at
+  // open for version 1.
+  int64_t max_id() const { return max_id_; }
   const void* data() const { return data_; }  // the first token
   int64_t operator[](uint64_t i) const;       // unchecked
   std::vector<int32_t> to_vector() const;
@@ -106,6 +113,7 @@ class TokenShard {
   std::string path_;
   TokenDType dtype_ = TokenDType::u16;
   uint64_t count_ = 0;
+  int64_t max_id_ = 0;
   const void* data_ = nullptr;
   std::shared_ptr<const void> mapping_;
 };
@@ -126,6 +134,7 @@ class TokenSequence {
   void append(const TokenSequence& other);
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
+  int64_t max_id() const { return max_id_; }  // the largest id, 0 when empty
   int64_t operator[](uint64_t i) const;  // bounds checked
   // Copies tokens [start, start + count) to out; throws when the range runs past the end.
   void copy_to(uint64_t start, uint64_t count, int64_t* out) const;
@@ -142,6 +151,7 @@ class TokenSequence {
   size_t chunk_index(uint64_t position) const;
   std::vector<Chunk> chunks_;
   uint64_t size_ = 0;
+  int64_t max_id_ = 0;
 };
 
 struct TokenData {

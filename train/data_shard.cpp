@@ -106,10 +106,10 @@ TokenShard TokenShard::open(const std::string& path) {
     fail("data", path, ": cannot stat: ", std::strerror(err));
   }
   const size_t file_size = size_t(st.st_size);
-  if (file_size < kShardHeaderBytes) {
+  if (file_size < kShardV1HeaderBytes) {
     ::close(fd);
     fail("data", path, ": ", file_size, " bytes is too short for a token shard (the header alone is ",
-         kShardHeaderBytes, ")");
+         kShardV1HeaderBytes, ")");
   }
   void* addr = mmap(nullptr, file_size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
@@ -121,14 +121,18 @@ TokenShard TokenShard::open(const std::string& path) {
   if (std::memcmp(bytes, kShardMagic, sizeof kShardMagic) != 0)
     fail("data", path, ": not a token shard (the magic is not COTANTOK)");
   const auto version = read_field<uint32_t>(bytes, 8);
-  if (version != kShardVersion)
-    fail("data", path, ": token shard version ", version, " is not supported (expected ", kShardVersion, ")");
+  if (version != 1 && version != kShardVersion)
+    fail("data", path, ": token shard version ", version, " is not supported (expected 1 or ", kShardVersion, ")");
+  const size_t header_bytes = version == 1 ? kShardV1HeaderBytes : kShardHeaderBytes;
+  if (file_size < header_bytes)
+    fail("data", path, ": ", file_size, " bytes is too short for a version ", version, " token shard (the header alone is ",
+         header_bytes, ")");
   const auto code = read_field<uint32_t>(bytes, 12);
   if (code != uint32_t(TokenDType::u16) && code != uint32_t(TokenDType::u32))
     fail("data", path, ": unknown token dtype code ", code, " (1 = u16, 2 = u32)");
   const auto dtype = TokenDType(code);
   const auto count = read_field<uint64_t>(bytes, 16);
-  const size_t width = dtype_width(dtype), payload = file_size - kShardHeaderBytes;
+  const size_t width = dtype_width(dtype), payload = file_size - header_bytes;
   if (payload % width != 0 || payload / width != count)
     fail("data", path, ": the header says ", count, " tokens, but the file holds ", payload,
          " bytes of ", width, "-byte tokens after the header");
@@ -137,7 +141,16 @@ TokenShard TokenShard::open(const std::string& path) {
   shard.path_ = path;
   shard.dtype_ = dtype;
   shard.count_ = count;
-  shard.data_ = bytes + kShardHeaderBytes;
+  shard.data_ = bytes + header_bytes;
+  if (version == 1) {
+    for (uint64_t i = 0; i < count; ++i) shard.max_id_ = std::max(shard.max_id_, token_at(shard.data_, dtype, i));
+  } else {
+    shard.max_id_ = read_field<uint32_t>(bytes, 24);
+    if (read_field<uint32_t>(bytes, 28) != 0) fail("data", path, ": header bytes 28..31 must be zero");
+    if (count == 0 && shard.max_id_ != 0) fail("data", path, ": the header gives a largest id for an empty shard");
+    if (dtype == TokenDType::u16 && shard.max_id_ > 65535)
+      fail("data", path, ": the header's largest id ", shard.max_id_, " does not fit the shard's u16 tokens");
+  }
   shard.mapping_ = std::move(mapping);
   return shard;
 }
@@ -158,13 +171,14 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens)
   }
   const TokenDType dtype = max_id < 65536 ? TokenDType::u16 : TokenDType::u32;
 
-  unsigned char header[kShardHeaderBytes];
-  const uint32_t version = kShardVersion, code = uint32_t(dtype);
+  unsigned char header[kShardHeaderBytes] = {};
+  const uint32_t version = kShardVersion, code = uint32_t(dtype), largest = uint32_t(max_id);
   const uint64_t count = tokens.size();
   std::memcpy(header, kShardMagic, sizeof kShardMagic);
   std::memcpy(header + 8, &version, 4);
   std::memcpy(header + 12, &code, 4);
   std::memcpy(header + 16, &count, 8);
+  std::memcpy(header + 24, &largest, 4);
 
   AtomicFile out(path, "data");
   out.write(header, sizeof header);
@@ -185,8 +199,10 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens)
 // ---- sequences ----
 
 TokenSequence::TokenSequence(std::vector<int32_t> tokens) {
-  for (int32_t id : tokens)
+  for (int32_t id : tokens) {
     if (id < 0) fail("data", "token id ", id, " is negative");
+    max_id_ = std::max<int64_t>(max_id_, id);
+  }
   if (tokens.empty()) return;
   auto owned = std::make_shared<const std::vector<int32_t>>(std::move(tokens));
   // Non-negative int32 values read the same as uint32.
@@ -200,6 +216,7 @@ TokenSequence::TokenSequence(const TokenShard& shard) {
   auto owner = std::make_shared<const TokenShard>(shard);
   chunks_.push_back({owner, shard.data(), shard.dtype(), 0, shard.size()});
   size_ = shard.size();
+  max_id_ = shard.max_id();
 }
 
 void TokenSequence::append(const TokenSequence& other) {
@@ -208,6 +225,7 @@ void TokenSequence::append(const TokenSequence& other) {
     chunks_.push_back(std::move(chunk));
   }
   size_ += other.size_;
+  max_id_ = std::max(max_id_, other.max_id_);
 }
 
 size_t TokenSequence::chunk_index(uint64_t position) const {

@@ -16,6 +16,7 @@
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "train/plot.hpp"
+#include "train/run_dir.hpp"
 #include "train/stats.hpp"
 #include "util/atomic_file.hpp"
 #include "util/hash.hpp"
@@ -169,38 +170,43 @@ StudyInputs read_inputs(const StudyConfig& config) {
          in.student.vocab_size, " (", config.student, "); pass --slice-teacher-vocab to drop the teacher's extra rows");
   in.data_path = config.data.empty() ? default_corpus_path() : config.data;
   in.data = load_tokens(in.data_path, 0.05, 0);
+  check_inputs(in.student, &in.teacher, in.data, config.train);
   (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
   return in;
 }
 
-// Resuming: study.json must hold the same config. Otherwise there must be no study.json yet; the
-// run directory is created and study.json written.
-void open_run_dir(const StudyConfig& config, const fs::path& run_dir, const Json& recorded) {
+// Locks the run directory (creating it) for the study's length. Resuming: study.json must hold the
+// same config. Otherwise the directory must hold nothing (or, with overwrite, what it holds is
+// moved aside); study.json is written.
+RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, const Json& recorded) {
   const fs::path study_file = run_dir / "study.json";
   std::error_code ec;
+  if (config.resume && !fs::is_regular_file(study_file, ec))
+    fail("distill", "cannot resume ", run_dir.string(), ": ", study_file.string(), " is missing (not a study's run directory)");
+  RunDirLock lock(run_dir.string(), "distill");
   if (config.resume) {
-    if (!fs::is_regular_file(study_file, ec))
-      fail("distill", "cannot resume ", run_dir.string(), ": ", study_file.string(), " is missing (not a study's run directory)");
     const Json saved = read_json_file(study_file.string());
     const JsonFields f(saved, "distill", study_file.string());
     if (!json_equal(member(saved, "config"), recorded))
       fail("distill", "cannot resume ", run_dir.string(), ": it was started with another config (",
            describe_differences(member(saved, "config"), recorded, "in study.json"), "); it was started as: ",
            f.required<std::string>("command"));
-  } else if (fs::exists(study_file, ec)) {
-    fail("distill", run_dir.string(), " already holds a study (study.json): continue it with --resume ",
-         run_dir.string(), " or choose another --run-dir");
+    return lock;
   }
-  fs::create_directories(run_dir, ec);
-  if (ec || !fs::is_directory(run_dir, ec))
-    fail("distill", "cannot create run directory ", run_dir.string(), ": ",
-         ec ? ec.message() : std::string("a file of that name is in the way"));
-  if (!config.resume) {
-    Json study = Json::object();
-    study["command"] = config.command;
-    study["config"] = recorded;
-    write_file_atomically(study_file.string(), {dump_json(study, 2) + "\n"}, "distill");
+  if (const auto found = run_dir_entries(run_dir.string()); !found.empty()) {
+    if (!config.overwrite) {
+      const bool study = fs::exists(study_file, ec);
+      fail("distill", run_dir.string(), " already holds ", study ? "a study (study.json" : "files (" + describe_entries(run_dir.string(), found),
+           "): continue it with --resume ", run_dir.string(), ", pass --overwrite to move it aside, or choose another --run-dir");
+    }
+    std::cout << "moved the earlier contents of " << run_dir.string() << " to " << move_run_aside(run_dir.string(), "distill")
+              << "\n";
   }
+  Json study = Json::object();
+  study["command"] = config.command;
+  study["config"] = recorded;
+  write_file_atomically(study_file.string(), {dump_json(study, 2) + "\n"}, "distill");
+  return lock;
 }
 
 // The teacher's weights: from the cache, where they are keyed by everything that determines
@@ -223,6 +229,8 @@ std::optional<nn::Params> teacher_weights(const StudyConfig& config, const Study
   }
   tc.run_dir = (run_dir / "teacher").string();
   const bool resume = config.resume && has_checkpoint(tc.run_dir);
+  // A resumed study starts a run that had no checkpoint yet over again.
+  tc.existing = config.resume ? ExistingRun::replace : ExistingRun::refuse;
   std::cout << "teacher: " << (resume ? "resuming" : "pretraining") << " " << config.teacher << " for " << tc.steps
             << " steps\n" << std::flush;
   Generator gen(tc.seed);
@@ -275,6 +283,7 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
   c.seed = config.train.seed + uint64_t(seed);
   c.run_dir = (ctx.run_dir / (variant.name + (config.seeds > 1 ? "-seed" + std::to_string(seed) : ""))).string();
   const bool resume = config.resume && has_checkpoint(c.run_dir);
+  c.existing = config.resume ? ExistingRun::replace : ExistingRun::refuse;
   std::cout << "student: " << variant.name << " (seed " << c.seed << ")" << (resume ? ", resuming" : "") << "\n"
             << std::flush;
   Generator gen(1000 + uint64_t(seed));
@@ -396,7 +405,7 @@ StudyResult run_study(StudyConfig config) {
 
   // Every input is checked before the first write.
   const StudyInputs in = read_inputs(config);
-  open_run_dir(config, run_dir, study_json(config, in));
+  const RunDirLock lock = open_run_dir(config, run_dir, study_json(config, in));
   std::cout << "data: " << in.data_path << " (" << in.data.train.size() << " training and " << in.data.val.size()
             << " validation tokens)\n" << std::flush;
 

@@ -42,6 +42,7 @@ struct StudyConfig {
   std::vector<StudyVariant> variants;  // empty: the six of the paper's comparison
   bool quick = false;
   bool resume = false;   // continue the study in run_dir (which must then be given)
+  bool overwrite = false;  // a new study in a run_dir that holds files moves them aside (DIR.old-N)
   std::string command;   // the command line, kept in study.json to show how the study was started
 };
 

@@ -15,7 +15,10 @@
 #include "nn/safetensors.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
+#include "train/run_dir.hpp"
+#include "util/append_file.hpp"
 #include "util/atomic_file.hpp"
+#include "util/checksum.hpp"
 #include "util/json.hpp"
 
 namespace cotan::train {
@@ -63,30 +66,77 @@ struct CheckpointContents {
   nn::State state;
 };
 
-void write_checkpoint(const fs::path& run_dir, int64_t step, const nn::CausalLM& model, const nn::Params& ps,
-                      const nn::State& st, const AdamW& opt, const WindowLoader& loader, const Json& fields) {
-  fs::path tmp = run_dir / "checkpoint.tmp", final_dir = run_dir / "checkpoint", old = run_dir / "checkpoint.old";
+constexpr const char* kCheckpointFiles[] = {"model.safetensors", "optimizer.safetensors", "state.safetensors"};
+
+void rename_or_fail(const fs::path& from, const fs::path& to) {
   std::error_code ec;
-  fs::remove_all(tmp, ec);
+  fs::rename(from, to, ec);
+  if (ec) fail("checkpoint", "cannot rename ", from.string(), " to ", to.string(), ": ", ec.message());
+}
+
+void remove_or_fail(const fs::path& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) fail("checkpoint", "cannot remove ", path.string(), ": ", ec.message());
+}
+
+// The step of a checkpoint-<step> directory name, or -1 for another name.
+int64_t numbered_step(const std::string& name) {
+  constexpr std::string_view prefix = "checkpoint-";
+  if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 18) return -1;
+  int64_t step = 0;
+  for (char c : name.substr(prefix.size())) {
+    if (c < '0' || c > '9') return -1;
+    step = step * 10 + (c - '0');
+  }
+  return step;
+}
+
+// The checkpoint-<step> directories of run_dir, newest first.
+std::vector<fs::path> numbered_checkpoints(const fs::path& run_dir) {
+  std::vector<std::pair<int64_t, fs::path>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec))
+    if (int64_t step = numbered_step(entry.path().filename().string()); step >= 0 && entry.is_directory(ec))
+      found.emplace_back(step, entry.path());
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<fs::path> out;
+  for (auto& item : found) out.push_back(std::move(item.second));
+  return out;
+}
+
+// Writes the checkpoint of `step`: into checkpoint.tmp, then the previous checkpoint/ (of step
+// `previous`) becomes checkpoint-<previous>/ and checkpoint.tmp becomes checkpoint/; the oldest
+// numbered ones beyond `keep` checkpoints in all are removed.
+void write_checkpoint(const fs::path& run_dir, int64_t step, std::optional<int64_t> previous, int64_t keep,
+                      const nn::CausalLM& model, const nn::Params& ps, const nn::State& st, const AdamW& opt,
+                      const WindowLoader& loader, const Json& fields) {
+  const fs::path tmp = run_dir / "checkpoint.tmp", final_dir = run_dir / "checkpoint";
+  remove_or_fail(tmp);
+  std::error_code ec;
   fs::create_directories(tmp, ec);
   if (ec) fail("checkpoint", tmp.string(), ": cannot create: ", ec.message());
-  save_safetensors((tmp / "model.safetensors").string(), std::map<std::string, Tensor>(ps.begin(), ps.end()));
+  save_safetensors((tmp / kCheckpointFiles[0]).string(), std::map<std::string, Tensor>(ps.begin(), ps.end()));
   nn::Params moments = opt.state_tensors();
-  save_safetensors((tmp / "optimizer.safetensors").string(), std::map<std::string, Tensor>(moments.begin(), moments.end()));
-  save_safetensors((tmp / "state.safetensors").string(),
-                       std::map<std::string, Tensor>(st.buffers.begin(), st.buffers.end()));
+  save_safetensors((tmp / kCheckpointFiles[1]).string(), std::map<std::string, Tensor>(moments.begin(), moments.end()));
+  save_safetensors((tmp / kCheckpointFiles[2]).string(), std::map<std::string, Tensor>(st.buffers.begin(), st.buffers.end()));
   Json meta = Json::object();
   meta["step"] = step;
   meta["optimizer_steps"] = opt.steps();
   meta["loader"] = loader.state().to_json();
   meta["model_config"] = model.config().to_json();
   meta["train"] = fields;
+  meta["checksums"] = checksum_manifest(tmp.string(), {std::begin(kCheckpointFiles), std::end(kCheckpointFiles)}, "checkpoint");
   std::string text = dump_json(meta, 2) + "\n";
   write_file_atomically((tmp / "trainer.json").string(), {text}, "checkpoint");
-  fs::remove_all(old, ec);
-  if (fs::exists(final_dir)) fs::rename(final_dir, old);
-  fs::rename(tmp, final_dir);
-  fs::remove_all(old, ec);
+  if (fs::exists(final_dir, ec)) {
+    const fs::path numbered = run_dir / cat("checkpoint-", previous.value_or(0));
+    remove_or_fail(numbered);
+    rename_or_fail(final_dir, numbered);
+  }
+  rename_or_fail(tmp, final_dir);
+  const std::vector<fs::path> older = numbered_checkpoints(run_dir);
+  for (size_t i = size_t(std::max<int64_t>(keep - 1, 0)); i < older.size(); ++i) remove_or_fail(older[i]);
 }
 
 CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& model, const Json& fields, DType dtype) {
@@ -103,6 +153,13 @@ CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& mode
   if (!json_equal(saved, now))
     fail("resume", dir.string(), ": the checkpoint was written with other training settings (",
          describe_differences(saved, now, "in the checkpoint"), ")");
+  if (const Json* checksums = f.find("checksums")) {
+    for (const char* name : kCheckpointFiles)
+      if (!find_member(*checksums, name)) f.error("field 'checksums' has no entry for ", name);
+    verify_manifest(dir.string(), *checksums, "resume", meta_path);
+  } else {
+    std::cerr << "note: " << meta_path << " records no checksums (an older checkpoint): its files are not verified\n";
+  }
   CheckpointContents c;
   c.step = f.required<int64_t>("step");
   c.loader = LoaderState::from_json(member(meta, "loader"));
@@ -114,37 +171,67 @@ CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& mode
   return c;
 }
 
-// The checkpoint to resume from: checkpoint/, or after a crash inside write_checkpoint the
-// complete one of checkpoint.old/ and checkpoint.tmp/ (trainer.json is written last); empty if none.
-fs::path find_checkpoint(const fs::path& run_dir) {
+bool is_complete(const fs::path& dir) {
   std::error_code ec;
-  for (const char* name : {"checkpoint", "checkpoint.old", "checkpoint.tmp"})
-    if (fs::is_regular_file(run_dir / name / "trainer.json", ec)) return run_dir / name;
+  return fs::is_regular_file(dir / "trainer.json", ec);
+}
+
+// The checkpoint to resume from: checkpoint/, or after a crash inside write_checkpoint a complete
+// checkpoint.tmp/ (trainer.json is written last), else the newest checkpoint-<step>/, else
+// checkpoint.old/ (the name earlier versions used); empty if none.
+fs::path find_checkpoint(const fs::path& run_dir) {
+  std::vector<fs::path> candidates{run_dir / "checkpoint", run_dir / "checkpoint.tmp"};
+  for (fs::path& p : numbered_checkpoints(run_dir)) candidates.push_back(std::move(p));
+  candidates.push_back(run_dir / "checkpoint.old");
+  for (const fs::path& dir : candidates)
+    if (is_complete(dir)) return dir;
   return {};
 }
 
-// Creates the run directory and checks that files can be written there; writes nothing else.
-void prepare_run_dir(const fs::path& run_dir) {
+// After the checkpoint `chosen` was read and verified: puts it at checkpoint/ and removes what an
+// interrupted write left (checkpoint.tmp/, checkpoint.old/), saying what it does.
+void adopt_checkpoint(const fs::path& run_dir, const fs::path& chosen, int64_t step) {
+  const fs::path final_dir = run_dir / "checkpoint";
   std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec || !fs::is_directory(run_dir, ec))
-    fail("train", "cannot create run directory ", run_dir.string(), ": ",
-         ec ? ec.message() : std::string("a file of that name is in the way"));
-  fs::path probe = run_dir / ".write-test";
-  std::ofstream out(probe);
-  if (!out) fail("train", "run directory ", run_dir.string(), " is not writable");
-  out.close();
-  fs::remove(probe, ec);
+  if (chosen != final_dir) {
+    if (fs::exists(final_dir, ec)) {
+      std::cerr << "removing " << final_dir.string() << ": an incomplete checkpoint (no trainer.json)\n";
+      remove_or_fail(final_dir);
+    }
+    std::cerr << "recovered the checkpoint of step " << step << " from " << chosen.string()
+              << ", left by an interrupted checkpoint write\n";
+    rename_or_fail(chosen, final_dir);
+  }
+  for (const char* name : {"checkpoint.tmp", "checkpoint.old"}) {
+    if (!fs::exists(run_dir / name, ec)) continue;
+    std::cerr << "removing " << (run_dir / name).string() << ", left by an interrupted checkpoint write\n";
+    remove_or_fail(run_dir / name);
+  }
 }
 
 // Keeps the metrics of steps before `step`, so a resumed run's file equals an uninterrupted one.
+// A last line that does not parse (torn by a crash or a full disk) is dropped, saying so; any
+// other bad line is an error naming the file and the line.
 void truncate_metrics(const fs::path& path, int64_t step) {
   std::ifstream in(path);
   if (!in) return;
-  std::string line, kept;
-  for (int64_t number = 1; std::getline(in, line); ++number)
-    if (!line.empty() && read_metrics_line(line, path, number).step.step < step) kept += line + "\n";
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
   in.close();
+  while (!lines.empty() && lines.back().empty()) lines.pop_back();
+  std::string kept;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    int64_t row_step = 0;
+    try {
+      row_step = read_metrics_line(lines[i], path, int64_t(i + 1)).step.step;
+    } catch (const Error& e) {
+      if (i + 1 < lines.size()) throw;
+      std::cerr << "dropping the torn last line " << i + 1 << " of " << path.string() << " (" << e.what() << ")\n";
+      break;
+    }
+    if (row_step < step) kept += lines[i] + "\n";
+  }
   write_file_atomically(path.string(), {kept}, "train");
 }
 
@@ -333,6 +420,24 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
   return rec;
 }
 
+void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
+                  const TrainConfig& config) {
+  if (config.keep_checkpoints < 1) fail("train", "keep_checkpoints must be at least 1, got ", config.keep_checkpoints);
+  if (config.seq_len < 1) fail("train", "seq_len must be positive, got ", config.seq_len);
+  for (const nn::ModelConfig* m : {&student, teacher}) {
+    if (!m || config.allow_longer_context || config.seq_len <= m->max_position_embeddings) continue;
+    fail("train", "seq_len ", config.seq_len, " is above the ", m == &student ? "student" : "teacher",
+         "'s max_position_embeddings ", m->max_position_embeddings,
+         " (pass --allow-longer-context to train on longer sequences anyway)");
+  }
+  // Once, before any batch: an id the embedding does not have would fail mid-run.
+  for (const TokenSequence* split : {&data.train, &data.val}) {
+    if (!split->empty() && split->max_id() >= student.vocab_size)
+      fail("train", "the ", split == &data.train ? "training" : "validation", " data holds token id ", split->max_id(),
+           ", outside the model's vocabulary of ", student.vocab_size, " (vocab_size)");
+  }
+}
+
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume) {
   if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
@@ -353,6 +458,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
          student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
   if (config.tf32 && !device.is_cuda())
     fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(device));
+  check_inputs(student.config(), distill ? &teacher.model->config() : nullptr, data, config);
   const Tf32Scope tf32(backend(device), config.tf32);
 
   ScheduleConfig schedule = config.schedule;
@@ -369,12 +475,16 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   Json fields = train_settings(config, distill);
   DType dtype = params.begin()->second.dtype();
 
-  // Every check above and the checkpoint's below come before the first write.
+  // Every check above and the checkpoint's below come before the first write. The lock comes
+  // first of all that touches the directory: it creates it, and nothing else.
   const fs::path run_dir(config.run_dir);
+  if (resume && find_checkpoint(run_dir).empty())
+    fail("resume", (run_dir / "checkpoint").string(), ": no checkpoint to resume from");
+  const RunDirLock lock(run_dir.string(), resume ? "resume" : "train");
   int64_t start = 0;
   fs::path saved_dir;
   if (resume) {
-    saved_dir = find_checkpoint(run_dir);
+    saved_dir = find_checkpoint(run_dir);  // again: another run may have changed it before the lock
     if (saved_dir.empty()) fail("resume", (run_dir / "checkpoint").string(), ": no checkpoint to resume from");
     CheckpointContents saved = read_checkpoint(saved_dir, student, fields, dtype);
     loader.restore(saved.loader);
@@ -382,21 +492,30 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     start = saved.step;
     params = std::move(saved.params);
     state.buffers = std::move(saved.state.buffers);
+  } else if (const auto found = run_dir_entries(run_dir.string()); !found.empty()) {
+    switch (config.existing) {
+      case ExistingRun::refuse:
+        fail("train", run_dir.string(), " already holds a run (", describe_entries(run_dir.string(), found),
+             "): continue it with --resume ", run_dir.string(), ", or pass --overwrite to move it aside");
+      case ExistingRun::move_aside:
+        std::cerr << "moved the earlier run in " << run_dir.string() << " to " << move_run_aside(run_dir.string(), "train")
+                  << "\n";
+        break;
+      case ExistingRun::replace:
+        for (const std::string& name : found) remove_or_fail(run_dir / name);
+        break;
+    }
   }
-  prepare_run_dir(run_dir);
   // Initialised and loaded on the CPU, trained on the device (the same starting bits anywhere).
   params = nn::to(params, device);
   state = nn::to(state, device);
 
   const fs::path metrics_path = run_dir / "metrics.jsonl";
   if (resume) {
-    if (saved_dir != run_dir / "checkpoint") fs::rename(saved_dir, run_dir / "checkpoint");
+    adopt_checkpoint(run_dir, saved_dir, start);
     truncate_metrics(metrics_path, start);
-  } else {
-    std::ofstream truncate(metrics_path, std::ios::trunc);
-    if (!truncate) fail("train", metrics_path.string(), ": cannot write");
   }
-  std::ofstream metrics(metrics_path, std::ios::app);
+  AppendFile metrics(metrics_path.string(), "train");
   state.training = true;
 
   TrainResult result;
@@ -406,10 +525,15 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   // A checkpoint of this run: the one resumed from, then each one written.
   std::optional<int64_t> last_good;
   if (resume) last_good = start;
+  auto last_good_text = [&] {
+    return last_good ? cat((run_dir / "checkpoint").string(), " at step ", *last_good)
+                     : cat("none written yet in ", run_dir.string());
+  };
   int64_t end = config.stop_after > 0 ? std::min(config.steps, config.stop_after) : config.steps;
   for (int64_t step = start; step < end; ++step) {
     if (stop_requested().load()) {
-      write_checkpoint(run_dir, step, student, params, state, opt, loader, fields);
+      metrics.sync();
+      write_checkpoint(run_dir, step, last_good, config.keep_checkpoints, student, params, state, opt, loader, fields);
       result.interrupted = true;
       if (bar) std::cerr << "\n";
       std::cerr << "interrupted at step " << step << ": checkpoint written to " << (run_dir / "checkpoint").string()
@@ -424,11 +548,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
       if (bar) std::cerr << "\n";
       const double bad = std::isfinite(rec.loss) ? rec.grad_norm : rec.loss;
       fail("train", "step ", step, ": the ", std::isfinite(rec.loss) ? "gradient norm" : "loss", " is ",
-           std::isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf", " (",
-           "last good checkpoint: ",
-           last_good ? cat((run_dir / "checkpoint").string(), " at step ", *last_good)
-                     : cat("none written yet in ", run_dir.string()),
-           ")");
+           std::isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf", " (last good checkpoint: ", last_good_text(), ")");
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     rec.tokens_per_s = double(config.batch_size * config.grad_accum * config.seq_len) / std::max(seconds, 1e-9);
@@ -443,10 +563,17 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
       result.evals.push_back(e);
       row.eval = e;
     }
-    metrics << dump_json(row.to_json()) << "\n" << std::flush;
+    try {
+      metrics.append(dump_json(row.to_json()) + "\n");
+    } catch (const Error& e) {
+      if (bar) std::cerr << "\n";
+      fail("train", "step ", step, ": ", e.what(), " (last good checkpoint: ", last_good_text(), ")");
+    }
 
     if ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last || step + 1 == end) {
-      write_checkpoint(run_dir, step + 1, student, params, state, opt, loader, fields);
+      metrics.sync();
+      write_checkpoint(run_dir, step + 1, last_good, config.keep_checkpoints, student, params, state, opt, loader,
+                       fields);
       last_good = step + 1;
     }
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

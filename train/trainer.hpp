@@ -7,16 +7,23 @@
 //                      grad_norm (before clipping), tokens_per_s, alpha (mean and std per layer);
 //                      evaluation rows add "eval": {kd, ce, ppl}. Everything but tokens_per_s and
 //                      elapsed_s is a deterministic function of the seed.
+//   .lock              flock'ed while a run uses the directory; holds its pid and command line
 //   checkpoint/        model.safetensors, optimizer.safetensors, state.safetensors (alpha_ma)
-//                      and trainer.json (step, loader state, configs); written to checkpoint.tmp
-//                      (trainer.json last) and renamed into place via checkpoint.old, so a crash
-//                      never leaves half a checkpoint: resuming takes checkpoint/, else the
-//                      complete one of checkpoint.old/ and checkpoint.tmp/.
+//                      and trainer.json (step, loader state, configs, the XXH3-64 checksum of
+//                      each file); written to checkpoint.tmp (trainer.json last), then the
+//                      previous checkpoint/ becomes checkpoint-<step>/ and checkpoint.tmp takes
+//                      its place; keep_checkpoints bounds how many are kept. A crash never leaves
+//                      half a checkpoint: resuming takes checkpoint/, else a complete
+//                      checkpoint.tmp/, else the newest checkpoint-<step>/, verifies the
+//                      checksums, and cleans up what a crash left, saying so.
 // Resuming from checkpoint/ continues bit for bit: the losses of 20 + 20 resumed steps equal
 // those of 40 uninterrupted steps, and metrics.jsonl equals the uninterrupted run's.
 //
-// fit() checks its inputs (data long enough for seq_len, vocabularies, the checkpoint's configs,
-// a writable run directory) before it writes anything, so a bad input changes no file.
+// fit() checks its inputs (data long enough for seq_len, seq_len within the models' context, the
+// data's ids within the vocabulary, the checkpoint's configs and checksums, a writable run
+// directory that no other run uses and, for a new run, that holds no run) before it writes
+// anything, so a bad input changes no file. Metrics appends are checked: a failed one (disk full)
+// stops the run with an error naming the file, the last checkpoint intact.
 #pragma once
 
 #include <atomic>
@@ -33,8 +40,18 @@
 
 namespace cotan::train {
 
+// What a new run (not a resumed one) does in a directory that already holds a run.
+enum class ExistingRun {
+  refuse,      // fail, with the hint --resume or --overwrite
+  move_aside,  // --overwrite: move the old run into DIR.old-N first (train/run_dir.hpp)
+  replace,     // delete it: for a run without any checkpoint that a resumed study starts over
+};
+
 struct TrainConfig {
   std::string run_dir;
+  ExistingRun existing = ExistingRun::refuse;
+  int64_t keep_checkpoints = 2;  // checkpoint/ and the newest checkpoint-<step>/ before it
+  bool allow_longer_context = false;  // seq_len above the models' max_position_embeddings
   int64_t steps = 100;      // the run's length: the schedule spans these steps
   int64_t stop_after = 0;   // > 0: stop (with a checkpoint) after this many steps; resume later
   int64_t batch_size = 8;   // sequences per micro-batch
@@ -119,6 +136,12 @@ void install_interrupt_handler();
 // unwritable run directory) throw with the step and path named; the last good checkpoint stays.
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume = false);
+
+// The checks of fit() that need no run directory: keep_checkpoints and seq_len positive, seq_len
+// within max_position_embeddings of both models (unless allow_longer_context), every token id of
+// the data inside the student's vocabulary. teacher may be null.
+void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
+                  const TrainConfig& config);
 
 // The training settings a checkpoint records (trainer.json "train"); resuming needs them equal,
 // except for `steps`.

@@ -72,9 +72,10 @@ distill() {
     --steps=3 --data=$WORK/corpus --seq-len=16 --batch-size=2 --warmup=0 --eval-every=0 --cache-dir=$WORK/cache" "$@"
 }
 
-# Every directory and file under DIR, with the checksums of the files.
+# Every directory and file under DIR, with the checksums of the files; run directories' .lock
+# files (which a run rewrites with its pid when it takes the lock) are left out.
 snapshot() {  # DIR
-  (cd "$1" && find . -print | LC_ALL=C sort && find . -type f -exec cksum {} + | LC_ALL=C sort)
+  (cd "$1" && find . ! -name .lock -print | LC_ALL=C sort && find . -type f ! -name .lock -exec cksum {} + | LC_ALL=C sort)
 }
 
 # Records DIR's snapshot; check_unchanged DIR compares against it.

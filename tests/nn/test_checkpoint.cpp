@@ -1,6 +1,7 @@
 // HF model directories: round trips, tied embeddings, sharding and bad input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -127,6 +128,8 @@ TEST_CASE("bad model directories give one clear error naming the file and tensor
   std::string dir = fresh_dir("bad");
   save_model_dir(dir, c, ps);
   std::string file = (fs::path(dir) / "model.safetensors").string();
+  // Weights rewritten by another tool: without checksums.json, as HF writes directories.
+  fs::remove(fs::path(dir) / kChecksumsName);
 
   auto tensors = load_safetensors(file);
   auto wrong = tensors;
@@ -157,4 +160,35 @@ TEST_CASE("bad model directories give one clear error naming the file and tensor
   std::ofstream(cfg) << j.dump();
   CHECK_THROWS_WITH_AS(load_model_dir(dir3),
                        ("[config] unknown attention kind 'flash' (known: " + attention_kind_names() + ")").c_str(), Error);
+}
+
+TEST_CASE("model directories record checksums of their weights: a flipped bit is an error naming the file") {
+  ModelConfig c = small(AttentionKind::softmax, false);
+  Generator gen(4);
+  auto [ps, st] = CausalLM(c).init(gen);
+  for (uint64_t shard_bytes : {uint64_t(4) << 30, uint64_t(2000)}) {
+    std::string dir = fresh_dir("checksums");
+    save_model_dir(dir, c, ps, shard_bytes);
+    const Json manifest = read_json_file((fs::path(dir) / kChecksumsName).string());
+    const bool sharded = shard_bytes < (uint64_t(1) << 20);
+    std::vector<std::string> weights;
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".safetensors" || e.path().filename() == "model.safetensors.index.json")
+        weights.push_back(e.path().filename().string());
+    std::sort(weights.begin(), weights.end());
+    REQUIRE(weights.size() == (sharded ? 4u : 1u));  // three shards and the index, or one file
+    CHECK(manifest.size() == weights.size());
+    for (const std::string& name : weights) CHECK(manifest.contains(name));
+    CHECK(load_model_dir(dir).params.size() == ps.size());
+    const fs::path victim = fs::path(dir) / weights.front();
+    std::string bytes;
+    {
+      std::ifstream in(victim, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    bytes[bytes.size() / 2 + 1] = char(bytes[bytes.size() / 2 + 1] ^ 0x10);
+    std::ofstream(victim, std::ios::binary | std::ios::trunc) << bytes;
+    CHECK_THROWS_WITH_AS(load_model_dir(dir), doctest::Contains(("[checkpoint] " + victim.string() + ": checksum mismatch").c_str()),
+                         Error);
+  }
 }

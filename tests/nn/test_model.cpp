@@ -415,3 +415,63 @@ TEST_CASE("configs: JSON round trip, HF fields, presets and clear errors") {
   CHECK_THROWS_WITH_AS(ModelConfig::from_json(bad_heads, "cfg.json"),
                        "[config] cfg.json: num_attention_heads 2 is not a multiple of num_key_value_heads 3", Error);
 }
+
+TEST_CASE("configs from untrusted files: dimensions bounded, sizes in checked arithmetic, the field named") {
+  const Json base = parse_json(R"({"model_type": "llama", "vocab_size": 100, "hidden_size": 16,
+      "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32})");
+  auto error = [&](const char* field, const Json& value) {
+    Json j = base;
+    j[field] = value;
+    try {
+      ModelConfig::from_json(j, "bad/config.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // 2^62 would make the embedding's byte count wrap to 0.
+  CHECK(error("hidden_size", int64_t(1) << 62) ==
+        "[config] bad/config.json: hidden_size 4611686018427387904 is above the limit of 16777216");
+  CHECK(error("vocab_size", 0) == "[config] bad/config.json: vocab_size must be positive, got 0");
+  CHECK(error("num_hidden_layers", -4) == "[config] bad/config.json: num_hidden_layers must be positive, got -4");
+  CHECK(error("head_dim", -8) == "[config] bad/config.json: head_dim must be positive, got -8");
+  CHECK(error("head_dim", 0) == "[config] bad/config.json: head_dim must be positive, got 0");
+  CHECK(error("hidden_size", 15) ==
+        "[config] bad/config.json: hidden_size 15 is not a multiple of num_attention_heads 2 (give head_dim)");
+  CHECK(error("max_position_embeddings", -1) ==
+        "[config] bad/config.json: max_position_embeddings must be positive, got -1");
+  CHECK(error("rope_theta", -1.0) == "[config] bad/config.json: rope_theta must be a positive number, got -1");
+  // Each dimension within bounds, but the product too large: the count is checked, not wrapped.
+  Json huge = base;
+  huge["hidden_size"] = 1 << 24;
+  huge["intermediate_size"] = 1 << 24;
+  huge["num_attention_heads"] = 1 << 12;
+  huge["num_hidden_layers"] = 1 << 16;
+  CHECK_THROWS_WITH_AS(ModelConfig::from_json(huge, "huge.json"),
+                       "[config] huge.json: the model would have more than 1099511627776 parameters (2^40)", Error);
+  // An explicit head_dim that differs from hidden_size / heads is kept; the same one is the default.
+  Json wide = base;
+  wide["head_dim"] = 32;
+  CHECK(ModelConfig::from_json(wide, "wide.json").dim_per_head() == 32);
+  wide["head_dim"] = 8;
+  CHECK(ModelConfig::from_json(wide, "wide.json").head_dim == 0);
+  // The checked count agrees with the model's parameter count (softmax adds nothing per head).
+  for (const char* name : {"tiny-student", "qwen1.5-0.5b", "llama3.2-1b", "llama3.1-8b"}) {
+    const ModelConfig p = preset(name);
+    int64_t count = 0;
+    REQUIRE(p.checked_parameter_count(count));
+    CHECK(count == CausalLM(p).num_params());
+  }
+}
+
+TEST_CASE("shapes: element counts and strides in checked arithmetic") {
+  CHECK(numel({0, int64_t(1) << 62, 4}) == 0);
+  CHECK_THROWS_WITH_AS(contiguous_strides({0, int64_t(1) << 62, 4}),
+                       "[shape] shape [0, 4611686018427387904, 4] is too large to address: its strides overflow an int64",
+                       Error);
+  CHECK_THROWS_WITH_AS(numel({int64_t(1) << 32, int64_t(1) << 32}),
+                       "[shape] shape [4294967296, 4294967296] has more elements than an int64 holds", Error);
+  CHECK_THROWS_WITH_AS(Tensor::empty({int64_t(1) << 40, int64_t(1) << 20}),
+                       "[empty] shape [1099511627776, 1048576] needs more than the limit of 281474976710656 bytes", Error);
+  CHECK(contiguous_strides({3, 0, 2}) == Strides{0, 2, 1});
+}

@@ -164,7 +164,9 @@ TEST_CASE("token shards round-trip as u16 and u32") {
     CHECK(shard.size() == tokens.size());
     CHECK(shard.to_vector() == tokens);
     CHECK(shard[5] == kEndOfDocument);
-    CHECK(read_bytes(dir / "a.tok").substr(0, 16) == std::string("COTANTOK\1\0\0\0\1\0\0\0", 16));
+    CHECK(read_bytes(dir / "a.tok").substr(0, 16) == std::string("COTANTOK\2\0\0\0\1\0\0\0", 16));
+    CHECK(read_bytes(dir / "a.tok").substr(24, 8) == std::string("\xff\xff\0\0\0\0\0\0", 8));  // the largest id
+    CHECK(shard.max_id() == 65535);
   }
   SUBCASE("u32") {
     const std::vector<int32_t> tokens = {0, 65536, 256, 2000000000, 7};
@@ -173,6 +175,7 @@ TEST_CASE("token shards round-trip as u16 and u32") {
     const TokenShard shard = TokenShard::open(dir / "b.tok");
     CHECK(shard.dtype() == TokenDType::u32);
     CHECK(shard.to_vector() == tokens);
+    CHECK(shard.max_id() == 2000000000);
   }
   SUBCASE("empty") {
     write_token_shard(dir / "c.tok", std::vector<int32_t>{});
@@ -216,14 +219,23 @@ TEST_CASE("corrupt token shards are rejected with the file's name") {
   CHECK(open_error() == "[data] " + bad + ": 10 bytes is too short for a token shard (the header alone is 24)");
   patched(0, "COTANTOX");
   CHECK(open_error() == "[data] " + bad + ": not a token shard (the magic is not COTANTOK)");
-  patched(8, std::string("\2\0\0\0", 4));
-  CHECK(open_error() == "[data] " + bad + ": token shard version 2 is not supported (expected 1)");
+  patched(8, std::string("\3\0\0\0", 4));
+  CHECK(open_error() == "[data] " + bad + ": token shard version 3 is not supported (expected 1 or 2)");
+  patched(28, std::string("\1", 1));
+  CHECK(open_error() == "[data] " + bad + ": header bytes 28..31 must be zero");
+  patched(24, std::string("\0\0\1\0", 4));
+  CHECK(open_error() == "[data] " + bad + ": the header's largest id 65536 does not fit the shard's u16 tokens");
   patched(12, std::string("\7\0\0\0", 4));
   CHECK(open_error() == "[data] " + bad + ": unknown token dtype code 7 (1 = u16, 2 = u32)");
   patched(16, std::string("\5\0\0\0\0\0\0\0", 8));
   CHECK(open_error() == "[data] " + bad + ": the header says 5 tokens, but the file holds 8 bytes of 2-byte tokens after the header");
   write_file(bad, bytes.substr(0, bytes.size() - 1));
   CHECK(open_error() == "[data] " + bad + ": the header says 4 tokens, but the file holds 7 bytes of 2-byte tokens after the header");
+  // Version 1 (no largest id, tokens from offset 24) is still read; its largest id is found by a scan.
+  write_file(bad, std::string("COTANTOK\1\0\0\0\1\0\0\0\3\0\0\0\0\0\0\0", 24) + std::string("\7\0\x2c\1\5\0", 6));
+  CHECK(TokenShard::open(bad).to_vector() == std::vector<int32_t>{7, 300, 5});
+  CHECK(TokenShard::open(bad).max_id() == 300);
+  CHECK(TokenSequence(TokenShard::open(bad)).max_id() == 300);
   const std::string missing = dir / "missing.tok";
   CHECK(error_of([&] { TokenShard::open(missing); }) == "[data] " + missing + ": cannot open: No such file or directory");
   // load_tokens reads a .tok file as a shard, never as text.

@@ -1,7 +1,11 @@
 // The training loop: determinism, bit-for-bit resume, NaN handling and bad input.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +14,7 @@
 
 #include "tensor/ops.hpp"
 #include "train/study.hpp"
+#include "train/run_dir.hpp"
 #include "train/trainer.hpp"
 #include "util/json.hpp"
 
@@ -38,9 +43,11 @@ TokenData corpus() {
   return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val))};
 }
 
-TrainConfig config(const std::string& dir, int64_t steps) {
+// A config for a run in the temporary directory `dir`, removed first unless `keep` (to resume).
+TrainConfig config(const std::string& dir, int64_t steps, bool keep = false) {
   TrainConfig c;
   c.run_dir = (fs::temp_directory_path() / dir).string();
+  if (!keep) fs::remove_all(c.run_dir);
   c.steps = steps;
   c.batch_size = 2;
   c.grad_accum = 2;
@@ -100,7 +107,7 @@ TEST_CASE("the same seed gives identical metrics; 20 + 20 resumed steps equal 40
   TrainConfig first = config("cotan_train_resume", 40);
   first.stop_after = 20;
   run(first, false);
-  TrainConfig second = config("cotan_train_resume", 40);
+  TrainConfig second = config("cotan_train_resume", 40, true);
   TrainResult resumed = run(second, true);
   REQUIRE(resumed.steps.size() == 20);
   for (size_t i = 0; i < 20; ++i) {
@@ -167,7 +174,21 @@ TEST_CASE("bad input: unwritable run directory, teacher vocabulary, seq_len long
   TrainConfig longer = config("cotan_train_long", 2);
   longer.seq_len = 100000;
   CHECK_THROWS_WITH_AS(fit(student, ps, st, pair.view(), data, longer, false),
+                       "[train] seq_len 100000 is above the student's max_position_embeddings 2048 (pass "
+                       "--allow-longer-context to train on longer sequences anyway)",
+                       Error);
+  longer.allow_longer_context = true;
+  CHECK_THROWS_WITH_AS(fit(student, ps, st, pair.view(), data, longer, false),
                        doctest::Contains("seq_len 100000 needs at least 100001 tokens"), Error);
+  CHECK_FALSE(fs::exists(longer.run_dir));
+  // A vocabulary smaller than the data's ids, found before the first step.
+  nn::CausalLM narrow(micro(nn::AttentionKind::softmax, 100));
+  auto [nps, nst] = narrow.init(gen);
+  TrainConfig small = config("cotan_train_narrow", 2);
+  CHECK_THROWS_WITH_AS(fit(narrow, nps, nst, Teacher{}, data, small, false),
+                       "[train] the training data holds token id 256, outside the model's vocabulary of 100 (vocab_size)",
+                       Error);
+  CHECK_FALSE(fs::exists(small.run_dir));
 }
 
 TEST_CASE("the model's logits are donated to the loss: the gradient is written over them, same parameter gradients") {
@@ -320,4 +341,121 @@ TEST_CASE("a corrupt metrics.jsonl names the file and the line") {
                            .c_str(),
                        Error);
   fs::remove_all(dir);
+}
+
+namespace {
+
+// Every file under dir (but the lock) with its bytes: what must not change.
+std::map<std::string, std::string> files_of(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file() || e.path().filename() == ".lock") continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    out[fs::relative(e.path(), dir).string()] = bytes.str();
+  }
+  return out;
+}
+
+struct SmallRun {
+  TokenData data = corpus();
+  nn::CausalLM model{micro(nn::AttentionKind::softmax)};
+  TrainResult run(const TrainConfig& c, bool resume) const {
+    Generator gen(5);
+    auto [ps, st] = model.init(gen);
+    return fit(model, ps, st, Teacher{}, data, c, resume);
+  }
+};
+
+std::string error_text(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("a run directory holds one run: a second one fails at once, a new one over an old one too") {
+  SmallRun r;
+  TrainConfig c = config("cotan_train_guard", 4);
+  r.run(c, false);
+  const auto before = files_of(c.run_dir);
+  // A new run over the finished one: refused, nothing changed.
+  CHECK(error_text([&] { r.run(c, false); }) ==
+        "[train] " + c.run_dir + " already holds a run (checkpoint/, metrics.jsonl): continue it with --resume " +
+            c.run_dir + ", or pass --overwrite to move it aside");
+  CHECK(files_of(c.run_dir) == before);
+  // While another holder has the lock, neither a new run nor a resume starts.
+  {
+    RunDirLock other(c.run_dir, "train");
+    const std::string pid = std::to_string(::getpid());
+    CHECK_THROWS_WITH_AS(r.run(c, true), doctest::Contains((c.run_dir + " is in use by process " + pid).c_str()), Error);
+    TrainConfig fresh = c;
+    fresh.existing = ExistingRun::move_aside;
+    CHECK_THROWS_WITH_AS(r.run(fresh, false), doctest::Contains(("is in use by process " + pid).c_str()), Error);
+    CHECK(files_of(c.run_dir) == before);
+  }
+  // --overwrite moves the old run aside, whole, and starts anew.
+  TrainConfig over = c;
+  over.existing = ExistingRun::move_aside;
+  fs::remove_all(c.run_dir + ".old-1");
+  r.run(over, false);
+  CHECK(files_of(c.run_dir + ".old-1") == before);
+  CHECK(deterministic_metrics(c.run_dir) == deterministic_metrics(c.run_dir + ".old-1"));  // the same seed, the same run
+  fs::remove_all(c.run_dir + ".old-1");
+}
+
+TEST_CASE("resume survives a torn metrics line and leftovers of a crash; the last K checkpoints are kept") {
+  SmallRun r;
+  TrainConfig full = config("cotan_train_torn_full", 8);
+  r.run(full, false);
+  TrainConfig c = config("cotan_train_torn", 8);
+  c.stop_after = 4;
+  c.checkpoint_every = 1;
+  c.keep_checkpoints = 3;
+  r.run(c, false);
+  // checkpoint/ (step 4) and the two before it.
+  CHECK(fs::is_directory(fs::path(c.run_dir) / "checkpoint-3"));
+  CHECK(fs::is_directory(fs::path(c.run_dir) / "checkpoint-2"));
+  CHECK_FALSE(fs::exists(fs::path(c.run_dir) / "checkpoint-1"));
+  // A crash while appending the next step's line, and one inside a checkpoint write.
+  std::ofstream(fs::path(c.run_dir) / "metrics.jsonl", std::ios::app) << "{\"step\": 4, \"lr\": 0.0";
+  fs::create_directories(fs::path(c.run_dir) / "checkpoint.tmp");
+  std::ofstream(fs::path(c.run_dir) / "checkpoint.tmp" / "model.safetensors") << "partial";
+  TrainConfig rest = config("cotan_train_torn", 8, true);
+  rest.checkpoint_every = 1;
+  rest.keep_checkpoints = 3;
+  r.run(rest, true);
+  CHECK(deterministic_metrics(rest.run_dir) == deterministic_metrics(full.run_dir));
+  CHECK_FALSE(fs::exists(fs::path(c.run_dir) / "checkpoint.tmp"));
+  // A torn line that is not the last one is an error naming the file and the line.
+  std::string lines = files_of(c.run_dir).at("metrics.jsonl");
+  lines.insert(lines.find('\n') + 1, "{\"step\": 1,\n");
+  std::ofstream(fs::path(c.run_dir) / "metrics.jsonl", std::ios::trunc) << lines;
+  CHECK_THROWS_WITH_AS(r.run(rest, true), doctest::Contains((c.run_dir + "/metrics.jsonl line 2: column").c_str()), Error);
+}
+
+TEST_CASE("a flipped bit in a checkpoint is an error naming the file; an older checkpoint still resumes") {
+  SmallRun r;
+  TrainConfig c = config("cotan_train_bitflip", 6);
+  c.stop_after = 3;
+  c.checkpoint_every = 1;
+  r.run(c, false);
+  const fs::path weights = fs::path(c.run_dir) / "checkpoint" / "model.safetensors";
+  std::string bytes = files_of(c.run_dir).at("checkpoint/model.safetensors");
+  bytes[bytes.size() - 3] = char(bytes[bytes.size() - 3] ^ 0x40);  // an exponent bit of the last float
+  std::ofstream(weights, std::ios::binary | std::ios::trunc) << bytes;
+  const auto before = files_of(c.run_dir);
+  TrainConfig again = config("cotan_train_bitflip", 6, true);
+  const std::string message = error_text([&] { r.run(again, true); });
+  CHECK(message.starts_with("[resume] " + weights.string() + ": checksum mismatch (XXH3-64 is "));
+  CHECK(message.ends_with("): the file is corrupted"));
+  CHECK(files_of(c.run_dir) == before);
+  // The previous checkpoint is intact: moved into place, it resumes.
+  fs::remove_all(fs::path(c.run_dir) / "checkpoint");
+  CHECK(r.run(again, true).start_step == 2);
 }

@@ -1,0 +1,38 @@
+// Command-line parsing shared by every command: --threads, and range checks whose errors are one
+// line naming the option and its valid range, e.g.
+//   [option] --clip nan: expected a number in [0, inf) (0: off)
+//   [option] --seed -1: expected an integer in [0, 18446744073709551615]
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+#include "app/commands.hpp"
+
+namespace cotan::app {
+
+namespace po = boost::program_options;
+
+// Adds --threads (CPU threads, 0: all cores) to opts, parses args (with `positional` when given),
+// checks --threads and applies it for the rest of the process (oneTBB's global control).
+po::variables_map parse_options(const Args& args, po::options_description& opts,
+                                const po::positional_options_description* positional = nullptr);
+// The two halves of parse_options, for a command that parses by itself.
+void add_threads_option(po::options_description& opts);
+void apply_threads_option(const po::variables_map& vm);
+
+inline constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+
+// Throws unless lo <= value <= hi; `note` follows the range in parentheses ("0: off").
+void check_integer(std::string_view option, int64_t value, int64_t lo, int64_t hi = kNoLimit, std::string_view note = "");
+// Doubles must also be finite; lo_open excludes lo itself.
+void check_number(std::string_view option, double value, double lo, double hi, bool lo_open = false,
+                 std::string_view note = "");
+
+// An unsigned 64-bit integer written in decimal digits (no sign).
+uint64_t parse_u64_option(std::string_view option, const std::string& text);
+
+}  // namespace cotan::app

@@ -1,0 +1,40 @@
+// Guards of a run directory (trainer.hpp, study.hpp): one run at a time in it, no new run over an
+// old one, and the old run moved aside rather than deleted when asked (--overwrite).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cotan::train {
+
+// An exclusive flock(2) on DIR/.lock, held while the object lives (the kernel drops it when the
+// process dies, however it dies). The file records the holder's pid and command line, so that a
+// second run fails at once, naming it:
+//   [train] runs/pretrain is in use by process 4242 (cotan pretrain --steps 300)
+// The constructor creates the directory when absent: "[op] cannot create run directory ...".
+class RunDirLock {
+ public:
+  RunDirLock() = default;
+  RunDirLock(const std::string& dir, std::string_view op);
+  ~RunDirLock();
+  RunDirLock(RunDirLock&& other) noexcept;
+  RunDirLock& operator=(RunDirLock&& other) noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+inline constexpr const char* kLockFileName = ".lock";
+
+// The entries of dir other than the lock file, sorted (none when dir does not exist).
+std::vector<std::string> run_dir_entries(const std::string& dir);
+
+// "metrics.jsonl, checkpoint/ and 2 more": a few names for a message.
+std::string describe_entries(const std::string& dir, const std::vector<std::string>& names);
+
+// Moves the entries of dir (all but the lock file) into the first free sibling DIR.old-1,
+// DIR.old-2, ... and returns its path. Nothing is deleted.
+std::string move_run_aside(const std::string& dir, std::string_view op);
+
+}  // namespace cotan::train
