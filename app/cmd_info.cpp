@@ -12,6 +12,7 @@
 #include "cuda/runtime.hpp"
 #include "tensor/error.hpp"
 #include "tensor/op_table.hpp"
+#include "tensor/ops.hpp"
 
 // Only Eigen's version macros: the whole of <Eigen/Core> is not needed here.
 #include <Eigen/src/Core/util/Macros.h>
@@ -88,7 +89,7 @@ int cmd_info(const Args& args) {
     return 0;
   }
 
-  const int threads = tbb::info::default_concurrency();
+  const int threads = tbb::info::default_concurrency(), used = num_threads();
   const std::vector<CudaDevice> devices = cuda_devices();
   const std::string status = cuda_status();
   const bool emulator = cuda_emulator_requested();
@@ -99,7 +100,7 @@ int cmd_info(const Args& args) {
               << ", \"native\": " << (native_build ? "true" : "false")
               << ", \"compiler\": " << json_string(compiler())
               << ", \"cuda_compiled_in\": " << (cuda_compiled_in() ? "true" : "false")
-              << ", \"cpu_threads\": " << threads
+              << ", \"cpu_threads\": " << threads << ", \"threads\": " << used
               << ", \"eigen\": " << json_string(eigen_version())
               << ", \"tbb\": " << json_string(tbb_version())
               << ", \"cuda_status\": " << json_string(status)
@@ -119,7 +120,7 @@ int cmd_info(const Args& args) {
             << "  build        " << COTAN_BUILD_TYPE << (native_build ? ", -march=native" : ", portable")
             << ", " << compiler() << "\n"
             << "  cuda         " << (cuda_compiled_in() ? "compiled in" : "not compiled in") << "\n"
-            << "  cpu threads  " << threads << "\n"
+            << "  cpu threads  " << threads << " (" << used << " used; --threads N bounds them)\n"
             << "  eigen        " << eigen_version() << "\n"
             << "  tbb          " << tbb_version() << "\n"
             << "  devices      cpu";

@@ -53,21 +53,53 @@ case_distill_empty_corpus() {
 case_pretrain_seq_len() {
   pretrain_run
   expect_error "seq_len 100000 needs at least 100001 tokens|training split has" \
-    pretrain --seq-len 100000 --run-dir "$WORK/run"
+    pretrain --seq-len 100000 --allow-longer-context --run-dir "$WORK/run"
   check_unchanged "$WORK/run"
   expect_error "seq_len 100000 needs at least 100001 tokens" \
-    pretrain --seq-len 100000 --run-dir "$WORK/new"
+    pretrain --seq-len 100000 --allow-longer-context --run-dir "$WORK/new"
   [ ! -e "$WORK/new" ] || fail "the run directory was created"
+  # Beyond the model's context: an error before anything else, unless allowed.
+  expect_error "seq_len 4096 is above the student's max_position_embeddings 2048|--allow-longer-context" \
+    pretrain --seq-len 4096 --run-dir "$WORK/new"
+  [ ! -e "$WORK/new" ] || fail "the run directory was created"
+  pretrain --seq-len 4096 --allow-longer-context --batch-size 1 --steps 1 --run-dir "$WORK/long" > /dev/null 2> "$STDERR" ||
+    fail "--allow-longer-context did not allow it: $(cat "$STDERR")"
 }
 
 case_distill_seq_len() {
   study_run
   expect_error "seq_len 100000 needs at least 100001 tokens" \
-    distill --seq-len 100000 --resume "$WORK/study"
+    distill --seq-len 100000 --allow-longer-context --resume "$WORK/study"
   check_unchanged "$WORK/study"
   expect_error "seq_len 100000 needs at least 100001 tokens" \
+    distill --seq-len 100000 --allow-longer-context --run-dir "$WORK/new"
+  [ ! -e "$WORK/new" ] || fail "the run directory was created"
+  expect_error "seq_len 100000 is above the student's max_position_embeddings 2048|--allow-longer-context" \
     distill --seq-len 100000 --run-dir "$WORK/new"
   [ ! -e "$WORK/new" ] || fail "the run directory was created"
+}
+
+# A model vocabulary smaller than the data's ids: found before the first step.
+case_pretrain_vocab_below_data() {
+  make_config "$WORK/narrow.json" softmax 100
+  expect_error "the training data holds token id 256, outside the model's vocabulary of 100 (vocab_size)" \
+    pretrain --config "$WORK/narrow.json" --run-dir "$WORK/run"
+  [ ! -e "$WORK/run" ] || fail "the run directory was created"
+}
+
+# ---- configs from untrusted files ----
+
+case_config_overflow() {
+  printf '%s\n' '{"model_type": "llama", "vocab_size": 257, "hidden_size": 4611686018427387904,' \
+    '"num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 24}' > "$WORK/huge.json"
+  expect_error "$WORK/huge.json: hidden_size 4611686018427387904 is above the limit of 16777216" \
+    "$COTAN" params --config "$WORK/huge.json"
+  expect_error "$WORK/huge.json: hidden_size 4611686018427387904 is above the limit" \
+    pretrain --config "$WORK/huge.json" --run-dir "$WORK/run"
+  [ ! -e "$WORK/run" ] || fail "the run directory was created"
+  sed 's/4611686018427387904,/16, "head_dim": -8,/' "$WORK/huge.json" > "$WORK/negative.json"
+  expect_error "$WORK/negative.json: head_dim must be positive, got -8" \
+    "$COTAN" params --config "$WORK/negative.json"
 }
 
 # ---- teacher and student vocabularies that differ ----

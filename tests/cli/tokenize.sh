@@ -7,14 +7,17 @@ read_uint() {  # FILE OFFSET BYTES
   od -An -tu"$3" -j"$2" -N"$3" --endian=little "$1" | tr -d ' '
 }
 
-# The header (data.hpp: magic, version 1, dtype, count) and the size of one shard; the count is
-# left in $count.
+# The header (data.hpp: magic, version 2, dtype, count, largest id, zero) and the size of one
+# shard; the count is left in $count.
 check_shard() {  # FILE
   [ "$(head -c 8 "$1")" = COTANTOK ] || fail "$1: the magic is not COTANTOK"
-  [ "$(read_uint "$1" 8 4)" = 1 ] || fail "$1: version $(read_uint "$1" 8 4), not 1"
+  [ "$(read_uint "$1" 8 4)" = 2 ] || fail "$1: version $(read_uint "$1" 8 4), not 2"
   [ "$(read_uint "$1" 12 4)" = 1 ] || fail "$1: dtype $(read_uint "$1" 12 4), not 1 (u16)"
   count=$(read_uint "$1" 16 8)
-  [ "$(wc -c < "$1")" -eq $((24 + 2 * count)) ] || fail "$1: $(wc -c < "$1") bytes for $count u16 tokens"
+  # Byte-level documents: every one ends with 256, and no id is larger.
+  [ "$count" -eq 0 ] || [ "$(read_uint "$1" 24 4)" = 256 ] || fail "$1: largest id $(read_uint "$1" 24 4), not 256"
+  [ "$(read_uint "$1" 28 4)" = 0 ] || fail "$1: bytes 28..31 are not zero"
+  [ "$(wc -c < "$1")" -eq $((32 + 2 * count)) ] || fail "$1: $(wc -c < "$1") bytes for $count u16 tokens"
 }
 
 case_tokenize_shards() {

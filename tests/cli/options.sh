@@ -1,0 +1,60 @@
+# Numeric options out of range: one line naming the option and its valid range, and nothing
+# written. Usage: sh options.sh COTAN CASE
+. "$(dirname "$0")/common.sh"
+
+# expect_range OPTION VALUE RANGE COMMAND...: COMMAND with --OPTION VALUE fails naming both and RANGE.
+expect_range() {
+  option=$1 value=$2 range=$3
+  shift 3
+  expect_error "[option] --$option $value: expected $range" "$@" "--$option" "$value"
+}
+
+case_pretrain_bad_options() {
+  expect_range clip nan "a number in [0, inf) (0: off)" pretrain --run-dir "$WORK/run"
+  expect_range clip -1 "a number in [0, inf) (0: off)" pretrain --run-dir "$WORK/run"
+  expect_range warmup -3 "an integer in [0, inf]" pretrain --run-dir "$WORK/run"
+  expect_range eval-every -1 "an integer in [0, inf] (0: at the end)" pretrain --run-dir "$WORK/run"
+  expect_range checkpoint-every -1 "an integer in [0, inf] (0: at the end)" pretrain --run-dir "$WORK/run"
+  expect_range stop-after -1 "an integer in [0, inf] (0: run to the end)" pretrain --run-dir "$WORK/run"
+  expect_range seed -1 "an integer in [0, 18446744073709551615]" pretrain --run-dir "$WORK/run"
+  expect_range seed 18446744073709551616 "an integer in [0, 18446744073709551615]" pretrain --run-dir "$WORK/run"
+  expect_range lr 0 "a number in (0, inf)" pretrain --run-dir "$WORK/run"
+  expect_range lr inf "a number in (0, inf)" pretrain --run-dir "$WORK/run"
+  expect_range kd-ratio 1.5 "a number in [0, 1]" pretrain --run-dir "$WORK/run"
+  expect_range temperature 0 "a number in (0, inf)" pretrain --run-dir "$WORK/run"
+  expect_range decay-fraction 2 "a number in [0, 1]" pretrain --run-dir "$WORK/run"
+  expect_range batch-size 0 "an integer in [1, 1048576]" pretrain --run-dir "$WORK/run"
+  expect_range seq-len -5 "an integer in [1, 16777216]" pretrain --run-dir "$WORK/run"
+  expect_range keep-checkpoints 0 "an integer in [1, 1000]" pretrain --run-dir "$WORK/run"
+  expect_range steps 0 "an integer in [1, inf]" pretrain --run-dir "$WORK/run"
+  expect_range threads -2 "an integer in [0, 4096] (0: all cores)" pretrain --run-dir "$WORK/run"
+  [ ! -e "$WORK/run" ] || fail "the run directory was created"
+}
+
+case_distill_bad_options() {
+  expect_range seeds 0 "an integer in [1, 1000]" distill --run-dir "$WORK/study"
+  expect_range teacher-steps -1 "an integer in [1, inf]" distill --run-dir "$WORK/study"
+  expect_range clip nan "a number in [0, inf) (0: off)" distill --run-dir "$WORK/study"
+  expect_range seed -1 "an integer in [0, 18446744073709551615]" distill --run-dir "$WORK/study"
+  [ ! -e "$WORK/study" ] || fail "the run directory was created"
+  [ ! -e "$WORK/cache" ] || fail "the cache directory was created"
+}
+
+case_threads_on_every_command() {
+  for command in info params gradcheck "bench ops" tokenize; do
+    # shellcheck disable=SC2086
+    expect_range threads 100000 "an integer in [0, 4096] (0: all cores)" "$COTAN" $command
+  done
+  expect_range seed -1 "an integer in [0, 18446744073709551615]" "$COTAN" tokenize "$WORK/corpus" --out "$WORK/shards"
+  expect_range val-fraction 1.5 "a number in [0, 1]" "$COTAN" tokenize "$WORK/corpus" --out "$WORK/shards"
+  [ ! -e "$WORK/shards" ] || fail "the output directory was created"
+  # A bounded run: one thread, reported by info.
+  out=$("$COTAN" info --threads 1 --json) || fail "info --threads 1 failed"
+  case "$out" in
+    *'"threads": 1,'*) ;;
+    *) fail "info --threads 1 does not report 1 thread: $out" ;;
+  esac
+  pretrain --threads 1 --run-dir "$WORK/run" > /dev/null 2> "$STDERR" || fail "pretrain --threads 1 failed: $(cat "$STDERR")"
+}
+
+run_case
