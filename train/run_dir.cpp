@@ -54,6 +54,16 @@ RunDirLock::RunDirLock(const std::string& dir, std::string_view op) {
     fail(op, dir, " is in use by process ", pid, command.empty() ? "" : " (" + command + ")",
          ": one run at a time in a directory");
   }
+  // Opening an existing lock file needs no write permission on the directory: probe it.
+  const std::string probe = (fs::path(dir) / ".write-test").string();
+  const int probe_fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (probe_fd < 0) {
+    ::close(fd_);
+    fd_ = -1;
+    fail(op, "run directory ", dir, " is not writable");
+  }
+  ::close(probe_fd);
+  ::unlink(probe.c_str());
   const std::string holder = std::to_string(::getpid()) + "\n" + own_command_line() + "\n";
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, holder.data(), holder.size(), 0) != ssize_t(holder.size())) {
     const std::string reason = std::strerror(errno);

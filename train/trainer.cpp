@@ -567,7 +567,9 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
       metrics.append(dump_json(row.to_json()) + "\n");
     } catch (const Error& e) {
       if (bar) std::cerr << "\n";
-      fail("train", "step ", step, ": ", e.what(), " (last good checkpoint: ", last_good_text(), ")");
+      std::string_view what = e.what();
+      if (what.starts_with("[train] ")) what.remove_prefix(8);
+      fail("train", "step ", step, ": ", what, " (last good checkpoint: ", last_good_text(), ")");
     }
 
     if ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last || step + 1 == end) {

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "tensor/ops.hpp"
+#include "tests/support.hpp"
 #include "train/study.hpp"
 #include "train/run_dir.hpp"
 #include "train/trainer.hpp"
@@ -426,17 +427,37 @@ TEST_CASE("resume survives a torn metrics line and leftovers of a crash; the las
   std::ofstream(fs::path(c.run_dir) / "metrics.jsonl", std::ios::app) << "{\"step\": 4, \"lr\": 0.0";
   fs::create_directories(fs::path(c.run_dir) / "checkpoint.tmp");
   std::ofstream(fs::path(c.run_dir) / "checkpoint.tmp" / "model.safetensors") << "partial";
+  fs::create_directories(fs::path(c.run_dir) / "checkpoint.old");  // the name earlier versions left behind
   TrainConfig rest = config("cotan_train_torn", 8, true);
   rest.checkpoint_every = 1;
   rest.keep_checkpoints = 3;
   r.run(rest, true);
   CHECK(deterministic_metrics(rest.run_dir) == deterministic_metrics(full.run_dir));
   CHECK_FALSE(fs::exists(fs::path(c.run_dir) / "checkpoint.tmp"));
+  CHECK_FALSE(fs::exists(fs::path(c.run_dir) / "checkpoint.old"));
   // A torn line that is not the last one is an error naming the file and the line.
   std::string lines = files_of(c.run_dir).at("metrics.jsonl");
   lines.insert(lines.find('\n') + 1, "{\"step\": 1,\n");
   std::ofstream(fs::path(c.run_dir) / "metrics.jsonl", std::ios::trunc) << lines;
   CHECK_THROWS_WITH_AS(r.run(rest, true), doctest::Contains((c.run_dir + "/metrics.jsonl line 2: column").c_str()), Error);
+}
+
+TEST_CASE("a failed metrics append (a full disk) stops the run with the file named, whole lines left") {
+  SmallRun r;
+  TrainConfig c = config("cotan_train_full_disk", 40);
+  std::string message;
+  {
+    const FileSizeLimit limit(1500);  // a few metrics lines; the checkpoint comes only at the end
+    message = error_text([&] { r.run(c, false); });
+  }
+  const std::string path = c.run_dir + "/metrics.jsonl";
+  CHECK(message.starts_with("[train] step "));
+  CHECK(message.find(": " + path + ": cannot append: File too large (last good checkpoint: none written yet in " +
+                     c.run_dir + ")") != std::string::npos);
+  const std::string lines = files_of(c.run_dir).at("metrics.jsonl");
+  CHECK(!lines.empty());
+  CHECK(lines.back() == '\n');
+  CHECK(read_metrics(c.run_dir).steps.size() == size_t(std::count(lines.begin(), lines.end(), '\n')));
 }
 
 TEST_CASE("a flipped bit in a checkpoint is an error naming the file; an older checkpoint still resumes") {
