@@ -93,7 +93,7 @@ std::vector<std::string> run_dir_entries(const std::string& dir) {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
-    if (name != kLockFileName) names.push_back(std::move(name));
+    if (name != kLockFileName && name != ".write-test") names.push_back(std::move(name));
   }
   std::sort(names.begin(), names.end());
   return names;

@@ -27,7 +27,8 @@ class RunDirLock {
 
 inline constexpr const char* kLockFileName = ".lock";
 
-// The entries of dir other than the lock file, sorted (none when dir does not exist).
+// The entries of dir other than the lock file (and the lock's write probe), sorted (none when dir
+// does not exist).
 std::vector<std::string> run_dir_entries(const std::string& dir);
 
 // "metrics.jsonl, checkpoint/ and 2 more": a few names for a message.
