@@ -1,7 +1,9 @@
 #include "nn/config.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iostream>
 
 #include "util/json.hpp"
 
@@ -57,10 +59,12 @@ void ModelConfig::validate(std::string_view source) const {
   if (head_dim == 0 && hidden_size % num_heads != 0)
     bad("hidden_size ", hidden_size, " is not a multiple of num_attention_heads ", num_heads, " (give head_dim)");
   if (dim_per_head() % 2 != 0) bad("head dim ", dim_per_head(), " must be even for RoPE");
-  if (model_type != "llama" && model_type != "qwen2")
-    bad("unsupported model_type '", model_type, "' (supported: llama, qwen2)");
-  if (rope_scaling.type != "none" && rope_scaling.type != "llama3")
-    bad("unsupported rope_scaling type '", rope_scaling.type, "' (supported: llama3)");
+  if (model_type != "llama" && model_type != "qwen2" && model_type != "mistral")
+    bad("unsupported model_type '", model_type, "' (supported: llama, qwen2, mistral)");
+  if (rope_scaling.type != "none" && rope_scaling.type != "llama3" && rope_scaling.type != "linear")
+    bad("unsupported rope type '", rope_scaling.type, "' (supported: default, linear, llama3)");
+  if (rope_scaling.type == "linear" && (!(rope_scaling.factor > 0) || !std::isfinite(rope_scaling.factor)))
+    bad("rope_scaling.factor must be positive, got ", rope_scaling.factor);
   if (!(rope_theta > 0) || !std::isfinite(rope_theta)) bad("rope_theta must be a positive number, got ", rope_theta);
   if (rope_scaling.type == "llama3") {
     if (!(rope_scaling.factor >= 1) || !std::isfinite(rope_scaling.factor))
@@ -85,7 +89,7 @@ void ModelConfig::validate(std::string_view source) const {
 bool ModelConfig::checked_parameter_count(int64_t& count) const {
   const int64_t q = num_heads * dim_per_head(), kv = num_kv_heads * dim_per_head();
   int64_t layer = hidden_size * q + 2 * hidden_size * kv + q * hidden_size + 3 * hidden_size * intermediate_size +
-                  2 * hidden_size + (qkv_bias ? q + 2 * kv : 0);
+                  2 * hidden_size + (qkv_bias ? q + 2 * kv : 0) + (o_bias ? hidden_size : 0);
   int64_t embeddings = vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2) + hidden_size, layers = 0;
   return !__builtin_mul_overflow(layer, num_layers, &layers) && !__builtin_add_overflow(layers, embeddings, &count);
 }
@@ -93,7 +97,9 @@ bool ModelConfig::checked_parameter_count(int64_t& count) const {
 Json ModelConfig::to_json() const {
   Json j = Json::object();
   j["model_type"] = model_type;
-  j["architectures"] = Json::array({model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"});
+  j["architectures"] = Json::array({model_type == "qwen2"     ? "Qwen2ForCausalLM"
+                                    : model_type == "mistral" ? "MistralForCausalLM"
+                                                              : "LlamaForCausalLM"});
   j["vocab_size"] = vocab_size;
   j["hidden_size"] = hidden_size;
   j["num_hidden_layers"] = num_layers;
@@ -109,15 +115,17 @@ Json ModelConfig::to_json() const {
     Json r = Json::object();
     r["rope_type"] = rope_scaling.type;
     r["factor"] = rope_scaling.factor;
-    r["low_freq_factor"] = rope_scaling.low_freq_factor;
-    r["high_freq_factor"] = rope_scaling.high_freq_factor;
-    r["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+    if (rope_scaling.type == "llama3") {
+      r["low_freq_factor"] = rope_scaling.low_freq_factor;
+      r["high_freq_factor"] = rope_scaling.high_freq_factor;
+      r["original_max_position_embeddings"] = rope_scaling.original_max_position_embeddings;
+    }
     j["rope_scaling"] = r;
   }
   j["rms_norm_eps"] = rms_norm_eps;
   j["tie_word_embeddings"] = tie_word_embeddings;
   j["hidden_act"] = "silu";
-  if (model_type == "llama") j["attention_bias"] = qkv_bias;
+  if (model_type != "qwen2") j["attention_bias"] = qkv_bias;
   j["initializer_range"] = init_std;
   Json a = Json::object();
   a["kind"] = name_of(attention.kind);
@@ -127,6 +135,79 @@ Json ModelConfig::to_json() const {
   j["attention"] = a;
   return j;
 }
+
+namespace {
+
+// Top-level fields that do not change the forward pass (generation settings, bookkeeping, the
+// storage dtype): read by nobody, reported by nobody.
+constexpr std::string_view kNoMathFields[] = {
+    "_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache", "pad_token_id", "bos_token_id",
+    "eos_token_id", "pretraining_tp", "output_attentions", "output_hidden_states", "return_dict", "is_decoder",
+    "auto_map", "chunk_size_feed_forward", "max_window_layers", "sliding_window", "use_sliding_window",
+    "attention_dropout", "layer_types", "hidden_act", "mlp_bias", "architectures", "rope_parameters"};
+
+constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+
+// The RoPE settings, from transformers 4.x's rope_theta and rope_scaling or 5.x's rope_parameters
+// (which holds rope_theta too); a config giving both must give the same values.
+void read_rope(const JsonFields& f, ModelConfig& c) {
+  auto read_scaling = [&](const JsonFields& r, RopeScaling& out) {
+    const std::string type = r.optional("rope_type", r.optional("type", "default"));
+    out.type = type == "default" ? "none" : type;
+    out.factor = r.optional("factor", 1.0);
+    out.low_freq_factor = r.optional("low_freq_factor", 1.0);
+    out.high_freq_factor = r.optional("high_freq_factor", 4.0);
+    out.original_max_position_embeddings = r.optional("original_max_position_embeddings", int64_t{8192});
+  };
+  c.rope_theta = f.optional("rope_theta", 10000.0);
+  if (const auto r = f.object("rope_scaling")) read_scaling(*r, c.rope_scaling);
+  const auto p = f.object("rope_parameters");
+  if (!p) return;
+  RopeScaling scaling;
+  read_scaling(*p, scaling);
+  const double theta = p->optional("rope_theta", c.rope_theta);
+  if (f.find("rope_theta") && theta != c.rope_theta)
+    f.error("rope_theta ", c.rope_theta, " and rope_parameters.rope_theta ", theta, " disagree");
+  if (f.find("rope_scaling") && (scaling.type != c.rope_scaling.type || scaling.factor != c.rope_scaling.factor))
+    f.error("rope_scaling and rope_parameters disagree (", c.rope_scaling.type, " x", c.rope_scaling.factor, " against ",
+            scaling.type, " x", scaling.factor, ")");
+  c.rope_theta = theta;
+  c.rope_scaling = scaling;
+}
+
+// Fields that would change the math in ways cotan does not implement are refused, naming the field.
+void refuse_unsupported(const JsonFields& f, const ModelConfig& c) {
+  if (const Json* a = f.find("architectures")) {
+    if (!a->is_array() || a->size() != 1 || !(*a)[0].is_string())
+      f.error("field 'architectures' must be a list of one class name, got ", dump_json(*a));
+    const std::string& name = as_string((*a)[0]);
+    if (std::find(std::begin(kArchitectures), std::end(kArchitectures), name) == std::end(kArchitectures))
+      f.error("architectures '", name, "' is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, ",
+              "MistralForCausalLM)");
+  }
+  if (const std::string act = f.optional("hidden_act", "silu"); act != "silu")
+    f.error("hidden_act '", act, "' is not supported (supported: silu)");
+  if (f.optional("mlp_bias", false)) f.error("mlp_bias true is not supported (the MLP has no biases)");
+  if (const double p = f.optional("attention_dropout", 0.0); p != 0)
+    f.error("attention_dropout ", p, " is not supported (cotan trains without dropout)");
+  // Sliding-window attention: Qwen2 applies it only with use_sliding_window, Mistral whenever
+  // sliding_window is set; a window as long as the context changes nothing.
+  const bool qwen = c.model_type == "qwen2";
+  if (const Json* w = f.find("sliding_window"); w && (!qwen || f.optional("use_sliding_window", false))) {
+    const int64_t window = f.required<int64_t>("sliding_window");
+    if (window < c.max_position_embeddings)
+      f.error("sliding_window ", window, " is not supported (sliding-window attention; max_position_embeddings is ",
+              c.max_position_embeddings, ")");
+  }
+  if (const Json* layers = f.find("layer_types")) {
+    if (!layers->is_array()) f.error("field 'layer_types' must be a list, got ", kind_name(*layers));
+    for (const Json& t : *layers)
+      if (!t.is_string() || as_string(t) != "full_attention")
+        f.error("layer_types holds ", dump_json(t), ": only full_attention layers are supported");
+  }
+}
+
+}  // namespace
 
 ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
   const JsonFields f(j, "config", source);
@@ -142,19 +223,13 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
   c.head_dim = f.optional("head_dim", int64_t{0});
   if (f.find("head_dim") && c.head_dim <= 0) f.error("head_dim must be positive, got ", c.head_dim);
   c.max_position_embeddings = f.optional("max_position_embeddings", int64_t{2048});
-  c.rope_theta = f.optional("rope_theta", 10000.0);
   c.rms_norm_eps = f.optional("rms_norm_eps", 1e-6);
   c.tie_word_embeddings = f.optional("tie_word_embeddings", false);
+  // HF Qwen2 has q/k/v biases always; HF Llama's attention_bias puts one on o_proj as well.
   c.qkv_bias = c.model_type == "qwen2" ? true : f.optional("attention_bias", false);
+  c.o_bias = c.model_type != "qwen2" && c.qkv_bias;
   c.init_std = f.optional("initializer_range", 0.02);
-  if (const auto r = f.object("rope_scaling")) {
-    const std::string type = r->optional("rope_type", r->optional("type", "none"));
-    c.rope_scaling.type = type == "default" ? "none" : type;
-    c.rope_scaling.factor = r->optional("factor", 1.0);
-    c.rope_scaling.low_freq_factor = r->optional("low_freq_factor", 1.0);
-    c.rope_scaling.high_freq_factor = r->optional("high_freq_factor", 4.0);
-    c.rope_scaling.original_max_position_embeddings = r->optional("original_max_position_embeddings", int64_t{8192});
-  }
+  read_rope(f, c);
   if (const auto a = f.object("attention")) {
     c.attention.kind = parse_attention_kind(a->optional("kind", "softmax"));
     c.attention.phi = parse_alpha_fn(a->optional("phi", "linear_clip"));
@@ -162,7 +237,17 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
     c.attention.affine_n = parse_affine_n(a->optional("affine_n", "visible"));
   }
   c.validate(source);
+  refuse_unsupported(f, c);
   if (c.head_dim != 0 && c.head_dim * c.num_heads == c.hidden_size) c.head_dim = 0;  // validated: no overflow
+  // What is left: fields no part of cotan reads.
+  constexpr std::string_view kRead[] = {"model_type", "vocab_size", "hidden_size", "num_hidden_layers",
+                                        "num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim",
+                                        "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings",
+                                        "attention_bias", "initializer_range", "rope_theta", "rope_scaling", "attention"};
+  for (const auto& [key, value] : j.items()) {
+    const auto known = [&](const auto& list) { return std::find(std::begin(list), std::end(list), key) != std::end(list); };
+    if (!known(kRead) && !known(kNoMathFields)) c.unknown_fields.push_back(key);
+  }
   return c;
 }
 
@@ -222,7 +307,15 @@ ModelConfig load_config(const std::string& name_or_path) {
   namespace fs = std::filesystem;
   fs::path path(name_or_path);
   if (fs::is_directory(path)) path /= "config.json";
-  if (fs::is_regular_file(path)) return ModelConfig::from_json(read_json_file(path.string()), path.string());
+  if (fs::is_regular_file(path)) {
+    ModelConfig c = ModelConfig::from_json(read_json_file(path.string()), path.string());
+    if (!c.unknown_fields.empty()) {
+      std::string names;
+      for (const std::string& n : c.unknown_fields) names += (names.empty() ? "" : ", ") + n;
+      std::cerr << "note: " << path.string() << ": fields cotan does not read (they change nothing here): " << names << "\n";
+    }
+    return c;
+  }
   if (name_or_path.find('/') != std::string::npos || name_or_path.ends_with(".json"))
     fail("config", name_or_path, ": no such file or directory");
   return preset(name_or_path);

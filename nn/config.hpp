@@ -7,7 +7,12 @@
 //    "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 32.0, ...},
 //    "rms_norm_eps": 1e-05, "tie_word_embeddings": true, "attention_bias": false,
 //    "attention": {"kind": "affine", "phi": "linear_clip", "rho": 0.9, "affine_n": "visible"}}
-// model_type "qwen2" implies q/k/v biases (as in HF Qwen2); "attention_bias" sets them for llama.
+// model_type "qwen2" implies q/k/v biases (as in HF Qwen2); "attention_bias" sets them and the
+// o_proj bias for llama and mistral. Both transformers spellings of RoPE are read: 4.x's
+// rope_theta + rope_scaling and 5.x's rope_parameters (types default, linear, llama3). Every field
+// that would change the math in a way cotan does not implement is refused, naming the field
+// (hidden_act other than silu, mlp_bias, attention_dropout, a sliding window shorter than the
+// context, layer_types other than full_attention, an unknown architecture).
 #pragma once
 
 #include <cstdint>
@@ -41,7 +46,7 @@ struct AttentionConfig {
 };
 
 struct RopeScaling {
-  std::string type = "none";  // "none" or "llama3"
+  std::string type = "none";  // "none", "linear" or "llama3"
   double factor = 1.0;
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
@@ -49,7 +54,7 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string model_type = "llama";  // "llama" or "qwen2"
+  std::string model_type = "llama";  // "llama", "qwen2" or "mistral" (Llama's math, its own name)
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -63,8 +68,12 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   bool qkv_bias = false;
+  bool o_bias = false;     // o_proj bias: HF Llama's attention_bias sets it with the q/k/v ones
   double init_std = 0.02;  // normal init of every matrix; norms start at 1, biases and sinks at 0
   AttentionConfig attention;
+  // Top-level fields of the file that cotan neither reads nor knows to leave the math unchanged
+  // (load_config prints them once); empty for presets.
+  std::vector<std::string> unknown_fields;
 
   int64_t dim_per_head() const { return head_dim ? head_dim : hidden_size / num_heads; }
   // Throws "[config] <source>: num_attention_heads 12 is not a multiple of num_key_value_heads 5".

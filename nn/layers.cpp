@@ -34,6 +34,11 @@ Tensor RMSNorm::apply(const Tensor& x, const ParamView& ps) const { return rms_n
 std::vector<double> Rope::inverse_frequencies() const {
   std::vector<double> inv(size_t(head_dim / 2));
   for (size_t i = 0; i < inv.size(); ++i) inv[i] = 1.0 / std::pow(theta, double(2 * i) / double(head_dim));
+  if (scaling.type == "linear") {
+    // HF _compute_linear_scaling_rope_parameters: every frequency slowed by `factor`.
+    for (double& f : inv) f /= scaling.factor;
+    return inv;
+  }
   if (scaling.type != "llama3") return inv;
   // HF _compute_llama3_parameters: long wavelengths are slowed by `factor`, short ones kept,
   // the band between them interpolated.
@@ -97,7 +102,7 @@ void Attention::specs(std::vector<ParamSpec>& s, const std::string& prefix) cons
   Linear{dim, heads * head_dim, qkv_bias}.specs(s, join(prefix, "q_proj"));
   Linear{dim, kv_heads * head_dim, qkv_bias}.specs(s, join(prefix, "k_proj"));
   Linear{dim, kv_heads * head_dim, qkv_bias}.specs(s, join(prefix, "v_proj"));
-  Linear{heads * head_dim, dim}.specs(s, join(prefix, "o_proj"));
+  Linear{heads * head_dim, dim, o_bias}.specs(s, join(prefix, "o_proj"));
   for (const ExtraParam& p : kind().params) s.push_back({join(prefix, p.name), shape_of(p, sizes()), p.init, p.decay});
 }
 
@@ -145,7 +150,7 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
   Tensor o = options.impl == AttentionImpl::fused ? attention_fused(core) : attention_composed(core);
   o = reshape(permute(o, {0, 2, 1, 3}), {b, t, heads * head_dim});
   if (kind().gated) o = output_gate(o, project(kGateProj));
-  return {Linear{heads * head_dim, dim}.apply(o, ps.sub("o_proj")), std::move(next)};
+  return {Linear{heads * head_dim, dim, o_bias}.apply(o, ps.sub("o_proj")), std::move(next)};
 }
 
 void DecoderBlock::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {

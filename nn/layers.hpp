@@ -98,6 +98,7 @@ struct Attention {
   bool qkv_bias = false;
   AttentionConfig options;
   Rope rope;
+  bool o_bias = false;  // a bias on o_proj (HF Llama's attention_bias)
 
   const AttentionKindInfo& kind() const { return attention_kind(options.kind); }
   AttentionSizes sizes() const { return {dim, heads, head_dim}; }

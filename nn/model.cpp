@@ -21,7 +21,8 @@ CausalLM::CausalLM(ModelConfig config, bool checkpoint_layers)
   for (int64_t i = 0; i < c.num_layers; ++i) {
     DecoderBlock block;
     block.input_norm = block.post_norm = RMSNorm{c.hidden_size, c.rms_norm_eps};
-    block.attention = Attention{c.hidden_size, c.num_heads, c.num_kv_heads, c.dim_per_head(), c.qkv_bias, c.attention, rope};
+    block.attention =
+        Attention{c.hidden_size, c.num_heads, c.num_kv_heads, c.dim_per_head(), c.qkv_bias, c.attention, rope, c.o_bias};
     block.mlp = SwiGLU{c.hidden_size, c.intermediate_size};
     blocks_.push_back(block);
   }

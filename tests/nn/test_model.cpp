@@ -475,3 +475,93 @@ TEST_CASE("shapes: element counts and strides in checked arithmetic") {
                        "[empty] shape [1099511627776, 1048576] needs more than the limit of 281474976710656 bytes", Error);
   CHECK(contiguous_strides({3, 0, 2}) == Strides{0, 2, 1});
 }
+
+TEST_CASE("configs as transformers 4.x and 5.x write them: RoPE in both spellings, no field silently ignored") {
+  const Json v4 = parse_json(R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 100,
+      "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32,
+      "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "hidden_act": "silu", "use_cache": true,
+      "torch_dtype": "bfloat16", "transformers_version": "4.45.0", "bos_token_id": 1})");
+  // transformers 5 moves rope_theta into rope_parameters and writes dtype.
+  const Json v5 = parse_json(R"({"model_type": "llama", "architectures": ["LlamaForCausalLM"], "vocab_size": 100,
+      "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 32,
+      "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+      "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}, "hidden_act": "silu", "dtype": "bfloat16",
+      "transformers_version": "5.0.0"})");
+  const ModelConfig a = ModelConfig::from_json(v4, "v4.json"), b = ModelConfig::from_json(v5, "v5.json");
+  CHECK(b.rope_theta == 500000.0);
+  CHECK(b.rope_scaling.type == "llama3");
+  CHECK(b.rope_scaling.factor == 8.0);
+  CHECK(a.to_json() == b.to_json());
+  CHECK(a.unknown_fields.empty());
+  CHECK(b.unknown_fields.empty());
+  auto error = [](Json j, const char* field, const Json& value) {
+    j[field] = value;
+    try {
+      ModelConfig::from_json(j, "c.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error(v5, "rope_theta", 10000.0) == "[config] c.json: rope_theta 10000 and rope_parameters.rope_theta 500000 disagree");
+  CHECK(error(v4, "hidden_act", "gelu_pytorch_tanh") == "[config] c.json: hidden_act 'gelu_pytorch_tanh' is not supported (supported: silu)");
+  CHECK(error(v4, "mlp_bias", true) == "[config] c.json: mlp_bias true is not supported (the MLP has no biases)");
+  CHECK(error(v4, "attention_dropout", 0.1) == "[config] c.json: attention_dropout 0.1 is not supported (cotan trains without dropout)");
+  CHECK(error(v4, "architectures", Json::array({"MixtralForCausalLM"})) ==
+        "[config] c.json: architectures 'MixtralForCausalLM' is not supported (supported: LlamaForCausalLM, "
+        "Qwen2ForCausalLM, MistralForCausalLM)");
+  CHECK(error(v4, "layer_types", Json::array({"full_attention", "sliding_attention"})) ==
+        "[config] c.json: layer_types holds \"sliding_attention\": only full_attention layers are supported");
+  Json yarn = v5;
+  yarn["rope_parameters"]["rope_type"] = "yarn";
+  CHECK(error(yarn, "vocab_size", 100) == "[config] c.json: unsupported rope type 'yarn' (supported: default, linear, llama3)");
+  // Mistral's window applies whenever it is set; Qwen2's only with use_sliding_window.
+  Json mistral = v4;
+  mistral["model_type"] = "mistral";
+  mistral["architectures"] = Json::array({"MistralForCausalLM"});
+  mistral["max_position_embeddings"] = 32768;
+  CHECK(error(mistral, "sliding_window", 4096) ==
+        "[config] c.json: sliding_window 4096 is not supported (sliding-window attention; max_position_embeddings is 32768)");
+  mistral["sliding_window"] = nullptr;
+  CHECK(ModelConfig::from_json(mistral, "m.json").to_json()["architectures"][0] == "MistralForCausalLM");
+  Json qwen = v4;
+  qwen["model_type"] = "qwen2";
+  qwen["architectures"] = Json::array({"Qwen2ForCausalLM"});
+  qwen["sliding_window"] = 4096;
+  qwen["max_position_embeddings"] = 32768;
+  qwen["use_sliding_window"] = false;
+  CHECK(ModelConfig::from_json(qwen, "q.json").qkv_bias);
+  CHECK(error(qwen, "use_sliding_window", true) ==
+        "[config] c.json: sliding_window 4096 is not supported (sliding-window attention; max_position_embeddings is 32768)");
+  qwen["max_position_embeddings"] = 4096;  // a window as long as the context changes nothing
+  CHECK(ModelConfig::from_json(qwen, "q.json").max_position_embeddings == 4096);
+  // Fields nobody reads are listed, not refused.
+  Json extra = v4;
+  extra["quantization_config"] = Json::object();
+  extra["num_experts"] = 8;
+  CHECK(ModelConfig::from_json(extra, "e.json").unknown_fields == std::vector<std::string>{"quantization_config", "num_experts"});
+}
+
+TEST_CASE("Llama's attention_bias puts a bias on o_proj too; linear RoPE slows every frequency by its factor") {
+  const Json j = parse_json(R"({"model_type": "llama", "vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 1,
+      "num_attention_heads": 2, "intermediate_size": 32, "attention_bias": true,
+      "rope_scaling": {"type": "linear", "factor": 4.0}})");
+  const ModelConfig c = ModelConfig::from_json(j, "bias.json");
+  bool o_bias = false, q_bias = false;
+  const CausalLM model(c);
+  for (const ParamSpec& s : model.param_specs()) {
+    o_bias |= s.name == "model.layers.0.self_attn.o_proj.bias";
+    q_bias |= s.name == "model.layers.0.self_attn.q_proj.bias";
+  }
+  CHECK(o_bias);
+  CHECK(q_bias);
+  int64_t count = 0;
+  REQUIRE(c.checked_parameter_count(count));
+  CHECK(count == model.num_params());
+  CHECK(ModelConfig::from_json(c.to_json(), "again.json").to_json() == c.to_json());
+  Rope plain{8, 10000.0, RopeScaling{}}, linear{8, 10000.0, c.rope_scaling};
+  const auto f = plain.inverse_frequencies(), g = linear.inverse_frequencies();
+  REQUIRE(f.size() == 4);
+  for (size_t i = 0; i < f.size(); ++i) CHECK(g[i] == doctest::Approx(std::pow(10000.0, -double(2 * i) / 8) / 4).epsilon(1e-15));
+}
