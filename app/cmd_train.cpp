@@ -234,9 +234,11 @@ int cmd_distill(const Args& args) {
       "run-dir", po::value(&s.run_dir), "where results go (default: runs/distill-<time>)")(
       "resume", po::value(&resume_dir)->value_name("DIR"), "continue the interrupted study in DIR (with the options it was started with)")(
       "cache-dir", po::value(&s.cache_dir), "where pretrained teachers are kept")(
-      "teacher", po::value(&s.teacher)->default_value(s.teacher), "teacher preset, config.json or model directory")(
+      "teacher", po::value(&s.teacher)->default_value(s.teacher),
+      "an HF model directory (its weights are loaded and frozen), or a preset or config.json (pretrained here first)")(
       "student", po::value(&s.student)->default_value(s.student), "student preset or config.json")(
-      "teacher-steps", po::value(&s.teacher_steps)->default_value(s.teacher_steps), "teacher pretraining steps")(
+      "teacher-steps", po::value(&s.teacher_steps)->default_value(s.teacher_steps),
+      "pretraining steps of a teacher without weights")(
       "steps", po::value(&s.student_steps)->default_value(s.student_steps), "distillation steps per student")(
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
       "attention", po::value(&attention), attention_help.c_str())(
@@ -248,7 +250,7 @@ int cmd_distill(const Args& args) {
     return 0;
   }
   check_training_options(s.train, seed, s.train);
-  check_integer("teacher-steps", s.teacher_steps, 1);
+  check_integer("teacher-steps", s.teacher_steps, 0);
   check_integer("steps", s.student_steps, 1);
   check_integer("seeds", s.seeds, 1, 1000);
   s.overwrite = vm.count("overwrite") > 0;

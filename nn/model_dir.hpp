@@ -23,6 +23,10 @@ struct LoadedModel {
   Params params;
 };
 
+// Whether path is a model directory: config.json with model.safetensors or
+// model.safetensors.index.json beside it.
+bool is_model_dir(const std::string& path);
+
 // Verifies checksums.json when the directory has one (a mismatch names the file), then reads
 // config.json (attention options from `attention` when given, else from the file, else
 // softmax) and every tensor the config needs, cast to `dtype`. Missing, extra or misshapen

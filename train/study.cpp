@@ -103,6 +103,7 @@ double final_kd(const TrainResult& r) {
 // The configs and the data, read and checked before anything is written.
 struct StudyInputs {
   nn::ModelConfig teacher;
+  std::optional<nn::Params> teacher_weights;  // --teacher named a model directory: its weights
   nn::ModelConfig student;  // softmax attention; each variant sets its own
   std::string data_path;
   TokenData data;
@@ -116,6 +117,7 @@ Json study_json(const StudyConfig& config, const StudyInputs& in) {
   j["data"] = fs::absolute(in.data_path).string();
   j["train_tokens"] = in.data.train.size();
   j["teacher"] = in.teacher.to_json();
+  if (in.teacher_weights) j["teacher_weights"] = fs::absolute(config.teacher).string();
   j["student"] = in.student.to_json();
   j["teacher_steps"] = config.teacher_steps;
   j["student_steps"] = config.student_steps;
@@ -163,6 +165,15 @@ StudyInputs read_inputs(const StudyConfig& config) {
   backend(config.train.device);  // "[cuda] no CUDA device: ..."
   StudyInputs in;
   in.teacher = nn::load_config(config.teacher);
+  if (fs::is_directory(config.teacher)) {  // a model directory: without weights it is an error
+    // Loaded (and verified) before anything is written, in the dtype it will run in.
+    nn::LoadedModel loaded = nn::load_model_dir(config.teacher, config.train.compute_dtype);
+    in.teacher = loaded.config;
+    in.teacher_weights = std::move(loaded.params);
+  } else if (config.teacher_steps < 1) {
+    fail("distill", "--teacher ", config.teacher, " has no weights to load, so it is pretrained first: --teacher-steps ",
+         config.teacher_steps, " must be at least 1");
+  }
   in.student = nn::load_config(config.student);
   in.student.attention = nn::AttentionConfig{};
   if (in.teacher.vocab_size != in.student.vocab_size && !config.train.loss.slice_teacher_vocab)
@@ -209,10 +220,15 @@ RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, cons
   return lock;
 }
 
-// The teacher's weights: from the cache, where they are keyed by everything that determines
-// them, or pretrained in run_dir/teacher (resumable) and then cached. nullopt when interrupted.
+// The teacher's weights: loaded from the model directory --teacher names, else from the cache,
+// where they are keyed by everything that determines them, or pretrained in run_dir/teacher
+// (resumable) and then cached. nullopt when interrupted.
 std::optional<nn::Params> teacher_weights(const StudyConfig& config, const StudyInputs& in, const nn::CausalLM& teacher,
                                           const fs::path& run_dir) {
+  if (in.teacher_weights) {
+    std::cout << "teacher: " << config.teacher << " (" << teacher.num_params() << " parameters, loaded)\n" << std::flush;
+    return *in.teacher_weights;
+  }
   TrainConfig tc = config.train;
   tc.steps = config.teacher_steps;
   tc.loss.kd_ratio = 0;

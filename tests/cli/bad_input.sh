@@ -112,6 +112,25 @@ case_distill_vocab() {
   [ ! -e "$WORK/cache" ] || fail "the cache directory was created"
 }
 
+# ---- a teacher from a model directory ----
+
+# Its weights are loaded and frozen: no pretraining, no cache; a damaged one fails before any write.
+case_distill_teacher_dir() {
+  pretrain --steps 4 --run-dir "$WORK/teacher_run" --out "$WORK/teacher" > /dev/null 2>&1 || fail "the teacher's run failed"
+  distill --teacher "$WORK/teacher" --teacher-steps 0 --run-dir "$WORK/study" > "$STDOUT" 2> "$STDERR" ||
+    fail "distilling from $WORK/teacher failed: $(cat "$STDERR")"
+  grep -qF "teacher: $WORK/teacher (" "$STDOUT" && grep -qF "parameters, loaded)" "$STDOUT" ||
+    fail "the teacher was not loaded: $(cat "$STDOUT")"
+  [ ! -e "$WORK/study/teacher" ] && [ ! -e "$WORK/cache" ] || fail "a teacher was pretrained or cached"
+  rm "$WORK/teacher/model.safetensors"
+  expect_error "$WORK/teacher/model.safetensors: missing ($WORK/teacher/checksums.json records it)" \
+    distill --teacher "$WORK/teacher" --run-dir "$WORK/study2"
+  rm "$WORK/teacher/checksums.json"  # a directory holding a config.json alone
+  expect_error "$WORK/teacher: no model.safetensors or model.safetensors.index.json" \
+    distill --teacher "$WORK/teacher" --run-dir "$WORK/study2"
+  [ ! -e "$WORK/study2" ] || fail "the run directory was created"
+}
+
 # ---- an unknown attention kind or option ----
 
 case_pretrain_unknown_attention() {

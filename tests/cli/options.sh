@@ -33,7 +33,9 @@ case_pretrain_bad_options() {
 
 case_distill_bad_options() {
   expect_range seeds 0 "an integer in [1, 1000]" distill --run-dir "$WORK/study"
-  expect_range teacher-steps -1 "an integer in [1, inf]" distill --run-dir "$WORK/study"
+  expect_range teacher-steps -1 "an integer in [0, inf]" distill --run-dir "$WORK/study"
+  expect_error "--teacher $WORK/tiny.json has no weights to load, so it is pretrained first: --teacher-steps 0 must be at least 1" \
+    distill --teacher-steps 0 --run-dir "$WORK/study"
   expect_range clip nan "a number in [0, inf) (0: off)" distill --run-dir "$WORK/study"
   expect_range seed -1 "an integer in [0, 18446744073709551615]" distill --run-dir "$WORK/study"
   [ ! -e "$WORK/study" ] || fail "the run directory was created"

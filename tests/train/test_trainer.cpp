@@ -4,14 +4,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
-#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
 
+#include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
 #include "train/study.hpp"
@@ -479,4 +480,65 @@ TEST_CASE("a flipped bit in a checkpoint is an error naming the file; an older c
   // The previous checkpoint is intact: moved into place, it resumes.
   fs::remove_all(fs::path(c.run_dir) / "checkpoint");
   CHECK(r.run(again, true).start_step == 2);
+}
+
+TEST_CASE("a study distills from a teacher loaded from a model directory: the teacher's logits are the loaded model's") {
+  const fs::path root = fs::temp_directory_path() / "cotan_train_loaded_teacher";
+  fs::remove_all(root);
+  fs::create_directories(root);
+  // A teacher with weights nobody else has: saved as a model directory.
+  const nn::ModelConfig tc = micro(nn::AttentionKind::softmax);
+  Generator gen(1234);
+  auto [tps, tst] = nn::CausalLM(tc).init(gen);
+  nn::save_model_dir((root / "teacher").string(), tc, tps);
+  std::ofstream(root / "student.json") << micro(nn::AttentionKind::softmax).to_json().dump();
+  {
+    std::ofstream corpus(root / "corpus.txt");
+    for (int i = 0; i < 40; ++i) corpus << "document " << i * 7919 % 1000 << ": the quick brown fox jumps.\n%\n";
+  }
+  StudyConfig s = quick_study();
+  s.data = (root / "corpus.txt").string();
+  s.run_dir = (root / "study").string();
+  s.cache_dir = (root / "cache").string();
+  s.teacher = (root / "teacher").string();
+  s.student = (root / "student.json").string();
+  s.teacher_steps = 0;
+  s.student_steps = 2;
+  s.train.seq_len = 16;
+  s.train.batch_size = 2;
+  s.train.grad_accum = 1;
+  s.train.eval_every = 0;
+  s.train.log_every = 0;
+  for (const StudyVariant& v : default_variants())
+    if (v.attention.kind == nn::AttentionKind::softmax) s.variants = {v};
+  REQUIRE(s.variants.size() == 1);
+  CHECK_FALSE(run_study(s).interrupted);
+  CHECK_FALSE(fs::exists(root / "study" / "teacher"));  // nothing pretrained
+  CHECK_FALSE(fs::exists(root / "cache"));             // nothing cached
+  // The first step's teacher entropy at tau, recomputed from the saved teacher on that step's batch.
+  const TokenData data = load_tokens(s.data, 0.05, 0);
+  WindowLoader loader(data.train, s.train.seq_len, s.train.batch_size, s.train.seed);
+  const Batch batch = loader.next();
+  const nn::LoadedModel loaded = nn::load_model_dir((root / "teacher").string());
+  nn::State st = nn::CausalLM(loaded.config).init_state();
+  st.training = false;
+  const std::vector<double> logits =
+      nn::CausalLM(loaded.config).apply(batch.inputs, loaded.params, st).first.to_vector<double>();
+  const double tau = s.train.loss.temperature;
+  const size_t vocab = size_t(tc.vocab_size), rows = logits.size() / vocab;
+  double entropy = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    double top = -1e300, z = 0, ez = 0;
+    for (size_t v = 0; v < vocab; ++v) top = std::max(top, logits[r * vocab + v] / tau);
+    for (size_t v = 0; v < vocab; ++v) z += std::exp(logits[r * vocab + v] / tau - top);
+    for (size_t v = 0; v < vocab; ++v) {
+      const double l = logits[r * vocab + v] / tau - top;
+      ez += std::exp(l) / z * (l - std::log(z));
+    }
+    entropy -= ez / double(rows);
+  }
+  const TrainResult history = read_metrics((root / "study" / s.variants[0].name).string());
+  REQUIRE(!history.steps.empty());
+  CHECK(history.steps[0].teacher_entropy == doctest::Approx(entropy).epsilon(1e-5));
+  fs::remove_all(root);
 }
