@@ -236,7 +236,8 @@ int cmd_distill(const Args& args) {
       "cache-dir", po::value(&s.cache_dir), "where pretrained teachers are kept")(
       "teacher", po::value(&s.teacher)->default_value(s.teacher),
       "an HF model directory (its weights are loaded and frozen), or a preset or config.json (pretrained here first)")(
-      "student", po::value(&s.student)->default_value(s.student), "student preset or config.json")(
+      "student", po::value(&s.student)->default_value(s.student),
+      "a preset, a config.json, or an HF model directory whose weights start every student")(
       "teacher-steps", po::value(&s.teacher_steps)->default_value(s.teacher_steps),
       "pretraining steps of a teacher without weights")(
       "steps", po::value(&s.student_steps)->default_value(s.student_steps), "distillation steps per student")(

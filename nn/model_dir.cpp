@@ -62,6 +62,22 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optio
   return out;
 }
 
+std::vector<std::string> take_weights(Params& init, const Params& loaded, const std::string& source) {
+  std::vector<std::string> unused;
+  for (const auto& [name, t] : loaded) {
+    auto it = init.find(name);
+    if (it == init.end()) {
+      unused.push_back(name);
+      continue;
+    }
+    if (t.shape() != it->second.shape())
+      fail("checkpoint", source, ": tensor '", name, "' has shape ", to_string(t.shape()), " but the model needs ",
+           to_string(it->second.shape()));
+    it->second = contiguous(cast(t, it->second.dtype()));
+  }
+  return unused;
+}
+
 void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, uint64_t max_shard_bytes) {
   CausalLM model(config);
   check_params(model.param_specs(), params, dir);

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nn/config.hpp"
 #include "nn/params.hpp"
@@ -33,6 +34,12 @@ bool is_model_dir(const std::string& path);
 // tensors are errors naming the file and the tensor.
 LoadedModel load_model_dir(const std::string& dir, DType dtype = DType::f32,
                            const std::optional<AttentionConfig>& attention = std::nullopt);
+
+// Initial weights from a loaded model: every tensor of `init` that `loaded` holds is replaced by
+// it (cast to init's dtype); the others (the extra tensors of another attention kind) keep their
+// initialisation. A tensor of another shape is an error naming `source`. Returns the names of the
+// loaded tensors `init` has no place for (another kind's extras), for the caller to report.
+std::vector<std::string> take_weights(Params& init, const Params& loaded, const std::string& source);
 
 // Writes config.json and the weights (one file up to max_shard_bytes, shards beyond), each
 // atomically. Params are checked against the config first.

@@ -104,6 +104,7 @@ double final_kd(const TrainResult& r) {
 struct StudyInputs {
   nn::ModelConfig teacher;
   std::optional<nn::Params> teacher_weights;  // --teacher named a model directory: its weights
+  std::optional<nn::Params> student_weights;  // --student named one: the students start from them
   nn::ModelConfig student;  // softmax attention; each variant sets its own
   std::string data_path;
   TokenData data;
@@ -118,6 +119,7 @@ Json study_json(const StudyConfig& config, const StudyInputs& in) {
   j["train_tokens"] = in.data.train.size();
   j["teacher"] = in.teacher.to_json();
   if (in.teacher_weights) j["teacher_weights"] = fs::absolute(config.teacher).string();
+  if (in.student_weights) j["student_weights"] = fs::absolute(config.student).string();
   j["student"] = in.student.to_json();
   j["teacher_steps"] = config.teacher_steps;
   j["student_steps"] = config.student_steps;
@@ -174,7 +176,13 @@ StudyInputs read_inputs(const StudyConfig& config) {
     fail("distill", "--teacher ", config.teacher, " has no weights to load, so it is pretrained first: --teacher-steps ",
          config.teacher_steps, " must be at least 1");
   }
-  in.student = nn::load_config(config.student);
+  if (fs::is_directory(config.student)) {
+    nn::LoadedModel loaded = nn::load_model_dir(config.student);
+    in.student = loaded.config;
+    in.student_weights = std::move(loaded.params);
+  } else {
+    in.student = nn::load_config(config.student);
+  }
   in.student.attention = nn::AttentionConfig{};
   if (in.teacher.vocab_size != in.student.vocab_size && !config.train.loss.slice_teacher_vocab)
     fail("distill", "teacher vocabulary ", in.teacher.vocab_size, " (", config.teacher, ") differs from the student's ",
@@ -304,6 +312,13 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
             << std::flush;
   Generator gen(1000 + uint64_t(seed));
   auto [ps, st] = student.init(gen);
+  if (ctx.in.student_weights) {
+    // The kind's own tensors keep their initialisation; another kind's are left out.
+    const std::vector<std::string> unused = nn::take_weights(ps, *ctx.in.student_weights, config.student);
+    std::cout << "  initialised from " << config.student;
+    if (!unused.empty()) std::cout << " (" << unused.size() << " tensors of another attention kind left out)";
+    std::cout << "\n" << std::flush;
+  }
   RunOutcome out;
   out.variant = variant.name;
   out.overhead = student.num_params() - ctx.softmax_params;

@@ -482,15 +482,12 @@ TEST_CASE("a flipped bit in a checkpoint is an error naming the file; an older c
   CHECK(r.run(again, true).start_step == 2);
 }
 
-TEST_CASE("a study distills from a teacher loaded from a model directory: the teacher's logits are the loaded model's") {
-  const fs::path root = fs::temp_directory_path() / "cotan_train_loaded_teacher";
+namespace {
+
+// A two-step study of tiny models in root: the text corpus, a student config, one variant.
+StudyConfig tiny_study(const fs::path& root) {
   fs::remove_all(root);
   fs::create_directories(root);
-  // A teacher with weights nobody else has: saved as a model directory.
-  const nn::ModelConfig tc = micro(nn::AttentionKind::softmax);
-  Generator gen(1234);
-  auto [tps, tst] = nn::CausalLM(tc).init(gen);
-  nn::save_model_dir((root / "teacher").string(), tc, tps);
   std::ofstream(root / "student.json") << micro(nn::AttentionKind::softmax).to_json().dump();
   {
     std::ofstream corpus(root / "corpus.txt");
@@ -500,9 +497,9 @@ TEST_CASE("a study distills from a teacher loaded from a model directory: the te
   s.data = (root / "corpus.txt").string();
   s.run_dir = (root / "study").string();
   s.cache_dir = (root / "cache").string();
-  s.teacher = (root / "teacher").string();
   s.student = (root / "student.json").string();
-  s.teacher_steps = 0;
+  s.teacher = (root / "student.json").string();
+  s.teacher_steps = 2;
   s.student_steps = 2;
   s.train.seq_len = 16;
   s.train.batch_size = 2;
@@ -511,6 +508,21 @@ TEST_CASE("a study distills from a teacher loaded from a model directory: the te
   s.train.log_every = 0;
   for (const StudyVariant& v : default_variants())
     if (v.attention.kind == nn::AttentionKind::softmax) s.variants = {v};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a study distills from a teacher loaded from a model directory: the teacher's logits are the loaded model's") {
+  const fs::path root = fs::temp_directory_path() / "cotan_train_loaded_teacher";
+  StudyConfig s = tiny_study(root);
+  // A teacher with weights nobody else has: saved as a model directory.
+  const nn::ModelConfig tc = micro(nn::AttentionKind::softmax);
+  Generator gen(1234);
+  auto [tps, tst] = nn::CausalLM(tc).init(gen);
+  nn::save_model_dir((root / "teacher").string(), tc, tps);
+  s.teacher = (root / "teacher").string();
+  s.teacher_steps = 0;
   REQUIRE(s.variants.size() == 1);
   CHECK_FALSE(run_study(s).interrupted);
   CHECK_FALSE(fs::exists(root / "study" / "teacher"));  // nothing pretrained
@@ -540,5 +552,35 @@ TEST_CASE("a study distills from a teacher loaded from a model directory: the te
   const TrainResult history = read_metrics((root / "study" / s.variants[0].name).string());
   REQUIRE(!history.steps.empty());
   CHECK(history.steps[0].teacher_entropy == doctest::Approx(entropy).epsilon(1e-5));
+  fs::remove_all(root);
+}
+
+TEST_CASE("a study's students start from the weights of a model directory; a kind's extra tensors keep their init") {
+  const fs::path root = fs::temp_directory_path() / "cotan_train_loaded_student";
+  StudyConfig s = tiny_study(root);
+  const nn::ModelConfig sc = micro(nn::AttentionKind::softmax);
+  Generator gen(4321);
+  auto [sps, sst] = nn::CausalLM(sc).init(gen);
+  nn::save_model_dir((root / "student").string(), sc, sps);
+  s.student = (root / "student").string();
+  s.train.schedule.lr = 1e-30;  // updates far below an ulp: the trained weights are the initial ones
+  s.train.adamw.weight_decay = 0;
+  s.variants.clear();
+  for (const StudyVariant& v : default_variants())
+    if (v.attention.kind == nn::AttentionKind::softmax || v.attention.kind == nn::AttentionKind::sink)
+      s.variants.push_back(v);
+  REQUIRE(s.variants.size() == 2);
+  CHECK_FALSE(run_study(s).interrupted);
+  for (const StudyVariant& v : s.variants) {
+    CAPTURE(v.name);
+    const nn::Params trained = nn::load_model_dir((root / "study" / v.name / "model").string()).params;
+    for (const auto& [name, t] : sps) CHECK(trained.at(name).to_vector<float>() == t.to_vector<float>());
+    CHECK(trained.size() == sps.size() + (v.attention.kind == nn::AttentionKind::sink ? size_t(sc.num_layers) : 0));
+  }
+  // Unit: a loaded tensor of another shape is an error naming the source.
+  nn::Params init = sps, other = sps;
+  other["model.norm.weight"] = zeros({3});
+  CHECK_THROWS_WITH_AS(nn::take_weights(init, other, "dir"),
+                       "[checkpoint] dir: tensor 'model.norm.weight' has shape [3] but the model needs [16]", Error);
   fs::remove_all(root);
 }
