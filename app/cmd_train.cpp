@@ -216,7 +216,7 @@ int cmd_pretrain(const Args& args) {
     std::cerr << "continue with: " << resume_command("pretrain", args, c.run_dir) << "\n";
     return kInterruptedStatus;
   }
-  if (!out.empty()) nn::save_model_dir(out, model.config(), r.params);
+  if (!out.empty()) nn::save_model_dir(out, model.config(), r.params, r.state);
   if (!r.evals.empty()) std::cout << "validation perplexity " << r.evals.back().ppl << "\n";
   std::cout << "run directory: " << c.run_dir << "\n";
   return 0;

@@ -51,9 +51,22 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optio
            ", expected a floating dtype");
     out.params.emplace(spec.name, contiguous(cast(t, dtype)));
   }
+  out.state = model.init_state(dtype);
+  for (auto& [name, buffer] : out.state.buffers) {
+    if (!weights.contains(name)) {
+      if (attention) continue;  // another kind than the file's: its buffers start afresh
+      fail("checkpoint", source, ": missing buffer '", name, "' (the ", name_of(out.config.attention.kind),
+           " kind's running average of alpha; the forward pass reads it)");
+    }
+    const Tensor t = weights.load(name);
+    if (t.shape() != buffer.shape() || !is_floating(t.dtype()))
+      fail("checkpoint", weights.file_of(name).path(), ": buffer '", name, "' is ", t.dtype(), " ", to_string(t.shape()),
+           ", the config needs a floating ", to_string(buffer.shape()));
+    buffer = contiguous(cast(t, dtype));
+  }
   // HF tied checkpoints sometimes still carry lm_head.weight: it must equal the embedding then.
   for (const std::string& name : weights.names()) {
-    if (out.params.count(name)) continue;
+    if (out.params.count(name) || out.state.buffers.count(name)) continue;
     if (name == "lm_head.weight" && out.config.tie_word_embeddings) continue;
     if (name.ends_with("rotary_emb.inv_freq")) continue;  // a buffer older HF versions saved
     fail("checkpoint", weights.file_of(name).path(), ": unexpected tensor '", name, "' for a ",
@@ -78,13 +91,23 @@ std::vector<std::string> take_weights(Params& init, const Params& loaded, const 
   return unused;
 }
 
-void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, uint64_t max_shard_bytes) {
+void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
+                    uint64_t max_shard_bytes) {
   CausalLM model(config);
   check_params(model.param_specs(), params, dir);
+  const State expected = model.init_state();
+  for (const auto& [name, buffer] : expected.buffers) {
+    const auto it = state.buffers.find(name);
+    if (it == state.buffers.end()) fail("checkpoint", dir, ": the State has no buffer '", name, "' to save");
+    if (it->second.shape() != buffer.shape())
+      fail("checkpoint", dir, ": buffer '", name, "' has shape ", to_string(it->second.shape()), ", expected ",
+           to_string(buffer.shape()));
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail("checkpoint", dir, ": cannot create directory: ", ec.message());
   std::map<std::string, Tensor> tensors(params.begin(), params.end());
+  for (const auto& item : expected.buffers) tensors.emplace(item.first, state.buffers.at(item.first));
   uint64_t total = 0;
   for (const auto& [name, t] : tensors) total += t.nbytes();
   std::map<std::string, std::string> metadata{{"format", "pt"}};

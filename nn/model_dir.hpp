@@ -22,6 +22,7 @@ inline constexpr const char* kChecksumsName = "checksums.json";
 struct LoadedModel {
   ModelConfig config;
   Params params;
+  State state;  // the buffers the forward pass reads (alpha_ma of the affine kinds), evaluation mode
 };
 
 // Whether path is a model directory: config.json with model.safetensors or
@@ -30,8 +31,10 @@ bool is_model_dir(const std::string& path);
 
 // Verifies checksums.json when the directory has one (a mismatch names the file), then reads
 // config.json (attention options from `attention` when given, else from the file, else
-// softmax) and every tensor the config needs, cast to `dtype`. Missing, extra or misshapen
-// tensors are errors naming the file and the tensor.
+// softmax) and every tensor the config needs, cast to `dtype`: the parameters, and the State
+// buffers (alpha_ma) saved beside them. Missing, extra or misshapen tensors are errors naming the
+// file and the tensor; a missing buffer too, unless `attention` overrides the file's kind (the
+// buffers then start as init_state() has them).
 LoadedModel load_model_dir(const std::string& dir, DType dtype = DType::f32,
                            const std::optional<AttentionConfig>& attention = std::nullopt);
 
@@ -41,9 +44,10 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype = DType::f32,
 // loaded tensors `init` has no place for (another kind's extras), for the caller to report.
 std::vector<std::string> take_weights(Params& init, const Params& loaded, const std::string& source);
 
-// Writes config.json and the weights (one file up to max_shard_bytes, shards beyond), each
-// atomically. Params are checked against the config first.
-void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params,
+// Writes config.json and the weights with the State's buffers (under their names, e.g.
+// model.layers.0.self_attn.alpha_ma: one file up to max_shard_bytes, shards beyond), each
+// atomically. Params and buffers are checked against the config first.
+void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
                     uint64_t max_shard_bytes = uint64_t(4) << 30);
 
 }  // namespace cotan::nn

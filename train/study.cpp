@@ -103,7 +103,7 @@ double final_kd(const TrainResult& r) {
 // The configs and the data, read and checked before anything is written.
 struct StudyInputs {
   nn::ModelConfig teacher;
-  std::optional<nn::Params> teacher_weights;  // --teacher named a model directory: its weights
+  std::optional<nn::LoadedModel> teacher_dir;  // --teacher named a model directory: its weights and State
   std::optional<nn::Params> student_weights;  // --student named one: the students start from them
   nn::ModelConfig student;  // softmax attention; each variant sets its own
   std::string data_path;
@@ -118,7 +118,7 @@ Json study_json(const StudyConfig& config, const StudyInputs& in) {
   j["data"] = fs::absolute(in.data_path).string();
   j["train_tokens"] = in.data.train.size();
   j["teacher"] = in.teacher.to_json();
-  if (in.teacher_weights) j["teacher_weights"] = fs::absolute(config.teacher).string();
+  if (in.teacher_dir) j["teacher_weights"] = fs::absolute(config.teacher).string();
   if (in.student_weights) j["student_weights"] = fs::absolute(config.student).string();
   j["student"] = in.student.to_json();
   j["teacher_steps"] = config.teacher_steps;
@@ -169,9 +169,8 @@ StudyInputs read_inputs(const StudyConfig& config) {
   in.teacher = nn::load_config(config.teacher);
   if (fs::is_directory(config.teacher)) {  // a model directory: without weights it is an error
     // Loaded (and verified) before anything is written, in the dtype it will run in.
-    nn::LoadedModel loaded = nn::load_model_dir(config.teacher, config.train.compute_dtype);
-    in.teacher = loaded.config;
-    in.teacher_weights = std::move(loaded.params);
+    in.teacher_dir = nn::load_model_dir(config.teacher, config.train.compute_dtype);
+    in.teacher = in.teacher_dir->config;
   } else if (config.teacher_steps < 1) {
     fail("distill", "--teacher ", config.teacher, " has no weights to load, so it is pretrained first: --teacher-steps ",
          config.teacher_steps, " must be at least 1");
@@ -231,11 +230,11 @@ RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, cons
 // The teacher's weights: loaded from the model directory --teacher names, else from the cache,
 // where they are keyed by everything that determines them, or pretrained in run_dir/teacher
 // (resumable) and then cached. nullopt when interrupted.
-std::optional<nn::Params> teacher_weights(const StudyConfig& config, const StudyInputs& in, const nn::CausalLM& teacher,
-                                          const fs::path& run_dir) {
-  if (in.teacher_weights) {
+std::optional<nn::LoadedModel> teacher_weights(const StudyConfig& config, const StudyInputs& in,
+                                               const nn::CausalLM& teacher, const fs::path& run_dir) {
+  if (in.teacher_dir) {
     std::cout << "teacher: " << config.teacher << " (" << teacher.num_params() << " parameters, loaded)\n" << std::flush;
-    return *in.teacher_weights;
+    return *in.teacher_dir;
   }
   TrainConfig tc = config.train;
   tc.steps = config.teacher_steps;
@@ -249,7 +248,7 @@ std::optional<nn::Params> teacher_weights(const StudyConfig& config, const Study
   const fs::path teacher_dir = fs::path(cache) / "teachers" / hex_hash(dump_json(key));
   if (fs::exists(teacher_dir / "config.json")) {
     std::cout << "teacher: reusing " << teacher_dir.string() << "\n" << std::flush;
-    return nn::load_model_dir(teacher_dir.string()).params;
+    return nn::load_model_dir(teacher_dir.string());
   }
   tc.run_dir = (run_dir / "teacher").string();
   const bool resume = config.resume && has_checkpoint(tc.run_dir);
@@ -261,10 +260,10 @@ std::optional<nn::Params> teacher_weights(const StudyConfig& config, const Study
   auto [ps, st] = teacher.init(gen);
   TrainResult r = fit(teacher, ps, st, Teacher{}, in.data, tc, resume);
   if (r.interrupted) return std::nullopt;
-  nn::save_model_dir(teacher_dir.string(), in.teacher, r.params);
+  nn::save_model_dir(teacher_dir.string(), in.teacher, r.params, r.state);
   write_file_atomically((teacher_dir / "key.json").string(), {dump_json(key, 2) + "\n"}, "distill");
   if (stop_requested().load()) return std::nullopt;
-  return std::move(r.params);
+  return nn::LoadedModel{in.teacher, std::move(r.params), std::move(r.state)};
 }
 
 // The attention statistics of a trained student over the analysis batches, on the CPU
@@ -331,7 +330,8 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
     out.result.evals = std::move(history.evals);
   }
   analyze_attention(student, ctx.analysis, out);
-  nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, out.result.params);
+  nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, nn::to(out.result.params, Device::cpu()),
+                    nn::to(out.result.state, Device::cpu()));
   return out;
 }
 
@@ -441,15 +441,15 @@ StudyResult run_study(StudyConfig config) {
             << " validation tokens)\n" << std::flush;
 
   nn::CausalLM teacher(in.teacher);
-  std::optional<nn::Params> teacher_params = teacher_weights(config, in, teacher, run_dir);
-  if (!teacher_params) return interrupted;
-  // The frozen teacher runs in the students' compute dtype on their device.
-  *teacher_params = nn::cast(nn::to(*teacher_params, config.train.device), config.train.compute_dtype);
-  const nn::State teacher_state =
-      nn::cast(nn::to(teacher.init_state(), config.train.device), config.train.compute_dtype);
+  std::optional<nn::LoadedModel> loaded = teacher_weights(config, in, teacher, run_dir);
+  if (!loaded) return interrupted;
+  // The frozen teacher runs in the students' compute dtype on their device, with its own buffers.
+  const nn::Params teacher_params = nn::cast(nn::to(loaded->params, config.train.device), config.train.compute_dtype);
+  nn::State teacher_state = nn::cast(nn::to(loaded->state, config.train.device), config.train.compute_dtype);
+  teacher_state.training = false;
 
   const StudentContext students{
-      config, in, run_dir, Teacher{&teacher, &*teacher_params, &teacher_state},
+      config, in, run_dir, Teacher{&teacher, &teacher_params, &teacher_state},
       validation_batches(in.data.val.empty() ? in.data.train : in.data.val, config.train.seq_len,
                          config.train.batch_size, config.analysis_batches),
       nn::CausalLM(in.student).num_params()};

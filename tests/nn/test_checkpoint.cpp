@@ -53,7 +53,7 @@ TEST_CASE("a saved model loads back bit for bit, for every kind, tied or not") {
       Generator gen(1);
       auto [ps, st] = CausalLM(c).init(gen);
       std::string dir = fresh_dir("roundtrip");
-      save_model_dir(dir, c, ps);
+      save_model_dir(dir, c, ps, st);
       CHECK(fs::exists(fs::path(dir) / "config.json"));
       SafetensorsFile file((fs::path(dir) / "model.safetensors").string());
       CHECK(file.contains("lm_head.weight") == !tied);
@@ -62,8 +62,38 @@ TEST_CASE("a saved model loads back bit for bit, for every kind, tied or not") {
       CHECK(back.config.to_json() == c.to_json());
       REQUIRE(back.params.size() == ps.size());
       for (const auto& [name, t] : ps) CHECK(same_bits(t, back.params.at(name)));
+      REQUIRE(back.state.buffers.size() == st.buffers.size());
+      for (const auto& [name, t] : st.buffers) CHECK(same_bits(t, back.state.buffers.at(name)));
     }
   }
+}
+
+TEST_CASE("a model directory carries the buffers the forward pass reads: alpha_ma comes back, and must") {
+  ModelConfig c = small(AttentionKind::affine, false);
+  Generator gen(3);
+  auto [ps, st] = CausalLM(c).init(gen);
+  for (auto& [name, t] : st.buffers) t = rand(t.shape(), gen) * 0.7 + 0.2;  // as training leaves them
+  std::string dir = fresh_dir("buffers");
+  save_model_dir(dir, c, ps, st);
+  const LoadedModel back = load_model_dir(dir);
+  Tensor ids = from_vector(std::vector<int64_t>{1, 2, 3, 4}, {1, 4});
+  State eval = st;
+  eval.training = false;
+  // The reloaded model computes what the saved one did, alpha_ma included.
+  CHECK(same_bits(CausalLM(c).apply(ids, ps, eval).first, CausalLM(back.config).apply(ids, back.params, back.state).first));
+  // A State without the buffer is refused on save; a file without it on load.
+  CHECK_THROWS_WITH_AS(save_model_dir(fresh_dir("buffers2"), c, ps, State{}),
+                       ("[checkpoint] " + fresh_dir("buffers2") + ": the State has no buffer 'model.layers.0.self_attn.alpha_ma' to save").c_str(),
+                       Error);
+  std::string file = (fs::path(dir) / "model.safetensors").string();
+  auto tensors = load_safetensors(file);
+  tensors.erase("model.layers.1.self_attn.alpha_ma");
+  save_safetensors(file, tensors);
+  fs::remove(fs::path(dir) / kChecksumsName);
+  CHECK_THROWS_WITH_AS(load_model_dir(dir),
+                       ("[checkpoint] " + file + ": missing buffer 'model.layers.1.self_attn.alpha_ma' (the affine kind's "
+                        "running average of alpha; the forward pass reads it)").c_str(),
+                       Error);
 }
 
 TEST_CASE("a large model is sharded with an index") {
@@ -71,7 +101,7 @@ TEST_CASE("a large model is sharded with an index") {
   Generator gen(2);
   auto [ps, st] = CausalLM(c).init(gen);
   std::string dir = fresh_dir("sharded");
-  save_model_dir(dir, c, ps, 1024);
+  save_model_dir(dir, c, ps, st, 1024);
   CHECK(fs::exists(fs::path(dir) / "model.safetensors.index.json"));
   CHECK_FALSE(fs::exists(fs::path(dir) / "model.safetensors"));
   LoadedModel back = load_model_dir(dir);
@@ -126,7 +156,7 @@ TEST_CASE("bad model directories give one clear error naming the file and tensor
   Generator gen(4);
   auto [ps, st] = CausalLM(c).init(gen);
   std::string dir = fresh_dir("bad");
-  save_model_dir(dir, c, ps);
+  save_model_dir(dir, c, ps, st);
   std::string file = (fs::path(dir) / "model.safetensors").string();
   // Weights rewritten by another tool: without checksums.json, as HF writes directories.
   fs::remove(fs::path(dir) / kChecksumsName);
@@ -149,11 +179,11 @@ TEST_CASE("bad model directories give one clear error naming the file and tensor
   // A params map that does not fit the config is refused before anything is written.
   Params missing = ps;
   missing.erase("model.norm.weight");
-  CHECK_THROWS_WITH_AS(save_model_dir(fresh_dir("bad2"), c, missing),
+  CHECK_THROWS_WITH_AS(save_model_dir(fresh_dir("bad2"), c, missing, st),
                        ("[params] " + fresh_dir("bad2") + ": missing tensor 'model.norm.weight'").c_str(), Error);
   // An unknown attention kind in config.json.
   std::string dir3 = fresh_dir("bad3");
-  save_model_dir(dir3, c, ps);
+  save_model_dir(dir3, c, ps, st);
   std::string cfg = (fs::path(dir3) / "config.json").string();
   Json j = read_json_file(cfg);
   j["attention"]["kind"] = "flash";
@@ -168,7 +198,7 @@ TEST_CASE("model directories record checksums of their weights: a flipped bit is
   auto [ps, st] = CausalLM(c).init(gen);
   for (uint64_t shard_bytes : {uint64_t(4) << 30, uint64_t(2000)}) {
     std::string dir = fresh_dir("checksums");
-    save_model_dir(dir, c, ps, shard_bytes);
+    save_model_dir(dir, c, ps, st, shard_bytes);
     const Json manifest = read_json_file((fs::path(dir) / kChecksumsName).string());
     const bool sharded = shard_bytes < (uint64_t(1) << 20);
     std::vector<std::string> weights;

@@ -520,7 +520,7 @@ TEST_CASE("a study distills from a teacher loaded from a model directory: the te
   const nn::ModelConfig tc = micro(nn::AttentionKind::softmax);
   Generator gen(1234);
   auto [tps, tst] = nn::CausalLM(tc).init(gen);
-  nn::save_model_dir((root / "teacher").string(), tc, tps);
+  nn::save_model_dir((root / "teacher").string(), tc, tps, tst);
   s.teacher = (root / "teacher").string();
   s.teacher_steps = 0;
   REQUIRE(s.variants.size() == 1);
@@ -561,7 +561,7 @@ TEST_CASE("a study's students start from the weights of a model directory; a kin
   const nn::ModelConfig sc = micro(nn::AttentionKind::softmax);
   Generator gen(4321);
   auto [sps, sst] = nn::CausalLM(sc).init(gen);
-  nn::save_model_dir((root / "student").string(), sc, sps);
+  nn::save_model_dir((root / "student").string(), sc, sps, sst);
   s.student = (root / "student").string();
   s.train.schedule.lr = 1e-30;  // updates far below an ulp: the trained weights are the initial ones
   s.train.adamw.weight_decay = 0;
