@@ -1,0 +1,102 @@
+// cotan against HF transformers itself: tiny random models that transformers made and saved
+// (tests/hf/make_fixtures.py), loaded from their directories in both config spellings, give the
+// logits transformers computed for the same ids.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "nn/model.hpp"
+#include "nn/model_dir.hpp"
+#include "tensor/ops.hpp"
+#include "tests/support.hpp"
+#include "util/json.hpp"
+
+using namespace cotan;
+using namespace cotan::nn;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kFixtures = fs::path(COTAN_SOURCE_DIR) / "tests" / "hf" / "fixtures";
+
+// The fixture's directory as it is (transformers 5's config.json), or a copy whose config.json is
+// the transformers 4 spelling of the same config.
+fs::path with_spelling(const std::string& name, bool v4) {
+  const fs::path dir = kFixtures / name;
+  if (!v4) return dir;
+  const fs::path copy = fs::temp_directory_path() / ("cotan-hf-v4-" + name);
+  fs::remove_all(copy);
+  fs::copy(dir, copy);
+  fs::copy_file(dir / "config_v4.json", copy / "config.json", fs::copy_options::overwrite_existing);
+  return copy;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  REQUIRE(a.size() == b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("HF fixtures: logits equal transformers' in f32 and f64, for both config spellings") {
+  const char* cases[] = {"llama_gqa",  "llama_tied_llama3", "llama_linear_bias", "llama_head_dim",
+                         "qwen2_tied", "mistral",           "llama_bf16",        "llama_sharded"};
+  for (const char* name : cases) {
+    const Json expected = read_json_file((kFixtures / name / "logits.json").string());
+    const Json& ids_json = member(expected, "ids");
+    std::vector<int64_t> ids;
+    for (const Json& row : ids_json)
+      for (const Json& id : row) ids.push_back(as_int(id));
+    const Shape ids_shape{int64_t(ids_json.size()), int64_t(ids_json[0].size())};
+    std::vector<double> hf32, hf64;
+    for (const Json& v : member(expected, "f32")) hf32.push_back(as_double(v));
+    for (const Json& v : member(expected, "f64")) hf64.push_back(as_double(v));
+    for (bool v4 : {false, true}) {
+      CAPTURE(name);
+      CAPTURE(v4);
+      const fs::path dir = with_spelling(name, v4);
+      for (DType dtype : {DType::f32, DType::f64}) {
+        CAPTURE(dtype_name(dtype));
+        const LoadedModel m = load_model_dir(dir.string(), dtype);
+        const CausalLM model(m.config);
+        const Tensor logits = model.apply(from_vector(ids, ids_shape), m.params, m.state).first;
+        Shape shape;
+        for (const Json& d : member(expected, "shape")) shape.push_back(as_int(d));
+        CHECK(logits.shape() == shape);
+        const std::vector<double> ours = logits.to_vector<double>();
+        // f32: within 2e-6 of the exact logits per unit of logit scale (they reach 1.2 to 1.8
+        // here), or within twice the error of HF's own f32 pass, whichever is larger (measured:
+        // 0.7e-6 to 6.6e-6, HF's own 0.7e-6 to 3.6e-6); f64: the same numbers up to rounding
+        // (measured: at most 4.2e-15).
+        double scale = 1;
+        for (double v : hf64) scale = std::max(scale, std::abs(v));
+        if (dtype == DType::f32) {
+          CHECK(max_abs_diff(ours, hf64) <= std::max(2e-6 * scale, 2 * max_abs_diff(hf32, hf64)));
+        } else {
+          CHECK(max_abs_diff(ours, hf64) <= 1e-12 * scale);
+        }
+      }
+      if (v4) fs::remove_all(dir);
+    }
+  }
+}
+
+TEST_CASE("HF fixtures: configs whose math cotan does not implement are refused, naming the field") {
+  auto error = [](const char* name) {
+    const fs::path config = kFixtures / name / "config.json";
+    return error_of([&] { load_config(config.string()); });
+  };
+  const std::string dir = kFixtures.string();
+  CHECK(error("refused_gelu") ==
+        "[config] " + dir + "/refused_gelu/config.json: hidden_act 'gelu_pytorch_tanh' is not supported (supported: silu)");
+  CHECK(error("refused_sliding_window") == "[config] " + dir +
+                                               "/refused_sliding_window/config.json: sliding_window 4 is not supported "
+                                               "(sliding-window attention; max_position_embeddings is 64)");
+  CHECK(error("refused_mixtral") == "[config] " + dir + "/refused_mixtral/config.json: unsupported model_type 'mixtral' "
+                                                        "(supported: llama, qwen2, mistral)");
+}
