@@ -144,9 +144,11 @@ constexpr std::string_view kNoMathFields[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache", "pad_token_id", "bos_token_id",
     "eos_token_id", "pretraining_tp", "output_attentions", "output_hidden_states", "return_dict", "is_decoder",
     "auto_map", "chunk_size_feed_forward", "max_window_layers", "sliding_window", "use_sliding_window",
-    "attention_dropout", "layer_types", "hidden_act", "mlp_bias", "architectures", "rope_parameters"};
+    "attention_dropout", "layer_types", "hidden_act", "mlp_bias", "architectures", "rope_parameters",
+    "base_model_type"};
 
-constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM"};
+constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM",
+                                               "CotanForCausalLM"};
 
 // The RoPE settings, from transformers 4.x's rope_theta and rope_scaling or 5.x's rope_parameters
 // (which holds rope_theta too); a config giving both must give the same values.
@@ -183,7 +185,7 @@ void refuse_unsupported(const JsonFields& f, const ModelConfig& c) {
     const std::string& name = as_string((*a)[0]);
     if (std::find(std::begin(kArchitectures), std::end(kArchitectures), name) == std::end(kArchitectures))
       f.error("architectures '", name, "' is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, ",
-              "MistralForCausalLM)");
+              "MistralForCausalLM, CotanForCausalLM)");
   }
   if (const std::string act = f.optional("hidden_act", "silu"); act != "silu")
     f.error("hidden_act '", act, "' is not supported (supported: silu)");
@@ -213,6 +215,8 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
   const JsonFields f(j, "config", source);
   ModelConfig c;
   c.model_type = f.optional("model_type", "llama");
+  // cotan's exported non-softmax students (nn/model_dir.hpp): the base family's config.
+  if (c.model_type == "cotan") c.model_type = f.required<std::string>("base_model_type");
   c.vocab_size = f.required<int64_t>("vocab_size");
   c.hidden_size = f.required<int64_t>("hidden_size");
   c.num_layers = f.required<int64_t>("num_hidden_layers");

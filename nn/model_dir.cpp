@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "nn/hf_remote_code.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/ops.hpp"
@@ -123,7 +124,26 @@ void save_model_dir(const std::string& dir, const ModelConfig& config, const Par
     for (std::string& shard : save_sharded(dir, tensors, max_shard_bytes, metadata)) files.push_back(std::move(shard));
     files.push_back("model.safetensors.index.json");
   }
-  std::string json = dump_json(config.to_json(), 2) + "\n";
+  // Non-softmax kinds leave as their own model type with transformers remote code: HF cannot run
+  // them as plain Llama by mistake, and runs their math with trust_remote_code.
+  Json exported = config.to_json();
+  const bool remote = config.attention.kind != AttentionKind::softmax;
+  if (remote) {
+    exported["base_model_type"] = config.model_type;
+    exported["model_type"] = kRemoteModelType;
+    exported["architectures"] = Json::array({"CotanForCausalLM"});
+    exported["auto_map"] = {{"AutoConfig", "configuration_cotan.CotanConfig"},
+                            {"AutoModelForCausalLM", "modeling_cotan.CotanForCausalLM"}};
+  }
+  for (const RemoteCodeFile& f : remote_code_files()) {
+    const std::string path = (fs::path(dir) / std::string(f.name)).string();
+    if (remote) {
+      write_file_atomically(path, {f.text}, "checkpoint");
+    } else {
+      fs::remove(path, ec);  // a softmax student is a plain HF directory
+    }
+  }
+  std::string json = dump_json(exported, 2) + "\n";
   write_file_atomically((fs::path(dir) / "config.json").string(), {json}, "checkpoint");
   const std::string manifest = dump_json(checksum_manifest(dir, files, "checkpoint"), 2) + "\n";
   write_file_atomically((fs::path(dir) / kChecksumsName).string(), {manifest}, "checkpoint");

@@ -19,6 +19,10 @@ namespace cotan::nn {
 // config.json is left out, users edit it), verified by load_model_dir when present. HF ignores it.
 inline constexpr const char* kChecksumsName = "checksums.json";
 
+// The model_type of an exported student whose kind is not softmax (config.json also gets
+// base_model_type, architectures CotanForCausalLM, auto_map and the remote-code files).
+inline constexpr const char* kRemoteModelType = "cotan";
+
 struct LoadedModel {
   ModelConfig config;
   Params params;

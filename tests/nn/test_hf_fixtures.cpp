@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -12,6 +13,7 @@
 #include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
+#include "util/atomic_file.hpp"
 #include "util/json.hpp"
 
 using namespace cotan;
@@ -99,4 +101,54 @@ TEST_CASE("HF fixtures: configs whose math cotan does not implement are refused,
                                                "(sliding-window attention; max_position_embeddings is 64)");
   CHECK(error("refused_mixtral") == "[config] " + dir + "/refused_mixtral/config.json: unsupported model_type 'mixtral' "
                                                         "(supported: llama, qwen2, mistral)");
+}
+
+TEST_CASE("exported students of every study variant reload with identical logits; non-softmax kinds carry remote code") {
+  // With COTAN_EXPORT_DIR set, the students and their logits stay there for tests/hf/check_remote_code.py.
+  const char* keep = std::getenv("COTAN_EXPORT_DIR");
+  const fs::path root = keep ? fs::path(keep) : fs::temp_directory_path() / "cotan-hf-export";
+  fs::remove_all(root);
+  const std::vector<int64_t> ids{3, 17, 42, 5, 60, 1, 9, 33, 12, 7, 50, 2};
+  Json index = Json::object();
+  struct Variant {
+    const char* name;
+    AttentionKind kind;
+    AlphaFn phi;
+  };
+  const Variant variants[] = {{"softmax", AttentionKind::softmax, AlphaFn::linear_clip},
+                              {"sink", AttentionKind::sink, AlphaFn::linear_clip},
+                              {"affine_linear_clip", AttentionKind::affine, AlphaFn::linear_clip},
+                              {"affine_sigmoid", AttentionKind::affine, AlphaFn::sigmoid},
+                              {"gated", AttentionKind::gated, AlphaFn::linear_clip},
+                              {"affine_gated", AttentionKind::affine_gated, AlphaFn::linear_clip}};
+  for (const Variant& v : variants) {
+    CAPTURE(v.name);
+    ModelConfig c = load_config((kFixtures / "qwen2_tied").string());  // biases, tied embeddings
+    c.attention.kind = v.kind;
+    c.attention.phi = v.phi;
+    const CausalLM model(c);
+    Generator gen(77);
+    auto [ps, st] = model.init(gen);
+    // Weights and buffers far from their init, so that every term of the kind shows.
+    for (auto& [name, t] : ps) t = randn(t.shape(), gen) * 0.4;
+    for (auto& [name, t] : st.buffers) t = rand(t.shape(), gen) * 0.6 + 0.2;
+    const fs::path dir = root / v.name;
+    save_model_dir(dir.string(), c, ps, st);
+    const Json config = read_json_file((dir / "config.json").string());
+    const bool remote = v.kind != AttentionKind::softmax;
+    CHECK(as_string(member(config, "model_type")) == (remote ? "cotan" : "qwen2"));
+    CHECK(fs::exists(dir / "modeling_cotan.py") == remote);
+    CHECK(fs::exists(dir / "configuration_cotan.py") == remote);
+    const LoadedModel back = load_model_dir(dir.string());
+    CHECK(back.config.to_json() == c.to_json());
+    st.training = false;
+    const Tensor input = from_vector(ids, {2, 6});
+    const Tensor before = model.apply(input, ps, st).first, after = CausalLM(back.config).apply(input, back.params, back.state).first;
+    CHECK(max(abs(before - after)).item<double>() == 0.0);
+    std::vector<double> logits = before.to_vector<double>();
+    index[v.name] = {{"shape", before.shape()}, {"logits", logits}};
+  }
+  index["ids"] = {std::vector<int64_t>(ids.begin(), ids.begin() + 6), std::vector<int64_t>(ids.begin() + 6, ids.end())};
+  write_file_atomically((root / "cotan_logits.json").string(), {dump_json(index) + "\n"}, "test");
+  if (!keep) fs::remove_all(root);
 }

@@ -510,7 +510,7 @@ TEST_CASE("configs as transformers 4.x and 5.x write them: RoPE in both spelling
   CHECK(error(v4, "attention_dropout", 0.1) == "[config] c.json: attention_dropout 0.1 is not supported (cotan trains without dropout)");
   CHECK(error(v4, "architectures", Json::array({"MixtralForCausalLM"})) ==
         "[config] c.json: architectures 'MixtralForCausalLM' is not supported (supported: LlamaForCausalLM, "
-        "Qwen2ForCausalLM, MistralForCausalLM)");
+        "Qwen2ForCausalLM, MistralForCausalLM, CotanForCausalLM)");
   CHECK(error(v4, "layer_types", Json::array({"full_attention", "sliding_attention"})) ==
         "[config] c.json: layer_types holds \"sliding_attention\": only full_attention layers are supported");
   Json yarn = v5;
