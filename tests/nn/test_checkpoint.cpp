@@ -168,6 +168,12 @@ TEST_CASE("bad model directories give one clear error naming the file and tensor
   CHECK_THROWS_WITH_AS(load_model_dir(dir),
                        ("[checkpoint] " + file + ": tensor 'model.norm.weight' has shape [9] but the config needs [8]").c_str(),
                        Error);
+  auto integers = tensors;
+  integers["model.norm.weight"] = zeros({8}, DType::i32);
+  save_safetensors(file, integers);
+  CHECK_THROWS_WITH_AS(load_model_dir(dir),
+                       ("[checkpoint] " + file + ": tensor 'model.norm.weight' has dtype i32, expected a floating dtype").c_str(),
+                       Error);
   auto extra = tensors;
   extra["model.layers.0.self_attn.sinks"] = zeros({2});
   save_safetensors(file, extra);
