@@ -79,6 +79,8 @@ void ModelConfig::validate(std::string_view source) const {
   if (!(attention.rho >= 0 && attention.rho < 1)) bad("attention rho ", attention.rho, " is outside [0, 1)");
   if (!(rms_norm_eps > 0) || !std::isfinite(rms_norm_eps)) bad("rms_norm_eps must be positive, got ", rms_norm_eps);
   if (!(init_std >= 0) || !std::isfinite(init_std)) bad("initializer_range must be non-negative, got ", init_std);
+  if (hidden_act != "silu" && hidden_act != "gelu_pytorch_tanh" && hidden_act != "gelu_new")
+    bad("hidden_act '", hidden_act, "' is not supported (supported: silu, gelu_pytorch_tanh, gelu_new)");
   // Every dimension is at most 2^24 here, so no product of two overflows; the sums and the
   // products with the layer count are checked.
   int64_t count = 0;
@@ -89,7 +91,8 @@ void ModelConfig::validate(std::string_view source) const {
 bool ModelConfig::checked_parameter_count(int64_t& count) const {
   const int64_t q = num_heads * dim_per_head(), kv = num_kv_heads * dim_per_head();
   int64_t layer = hidden_size * q + 2 * hidden_size * kv + q * hidden_size + 3 * hidden_size * intermediate_size +
-                  2 * hidden_size + (qkv_bias ? q + 2 * kv : 0) + (o_bias ? hidden_size : 0);
+                  2 * hidden_size + (qkv_bias ? q + 2 * kv : 0) + (o_bias ? hidden_size : 0) +
+                  (mlp_bias ? 2 * intermediate_size + hidden_size : 0);
   int64_t embeddings = vocab_size * hidden_size * (tie_word_embeddings ? 1 : 2) + hidden_size, layers = 0;
   return !__builtin_mul_overflow(layer, num_layers, &layers) && !__builtin_add_overflow(layers, embeddings, &count);
 }
@@ -124,7 +127,8 @@ Json ModelConfig::to_json() const {
   }
   j["rms_norm_eps"] = rms_norm_eps;
   j["tie_word_embeddings"] = tie_word_embeddings;
-  j["hidden_act"] = "silu";
+  j["hidden_act"] = hidden_act;
+  if (mlp_bias) j["mlp_bias"] = true;
   if (model_type != "qwen2") j["attention_bias"] = qkv_bias;
   j["initializer_range"] = init_std;
   Json a = Json::object();
@@ -144,7 +148,7 @@ constexpr std::string_view kNoMathFields[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache", "pad_token_id", "bos_token_id",
     "eos_token_id", "pretraining_tp", "output_attentions", "output_hidden_states", "return_dict", "is_decoder",
     "auto_map", "chunk_size_feed_forward", "max_window_layers", "sliding_window", "use_sliding_window",
-    "attention_dropout", "layer_types", "hidden_act", "mlp_bias", "architectures", "rope_parameters",
+    "attention_dropout", "layer_types", "architectures", "rope_parameters",
     "base_model_type"};
 
 constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM",
@@ -187,9 +191,6 @@ void refuse_unsupported(const JsonFields& f, const ModelConfig& c) {
       f.error("architectures '", name, "' is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, ",
               "MistralForCausalLM, CotanForCausalLM)");
   }
-  if (const std::string act = f.optional("hidden_act", "silu"); act != "silu")
-    f.error("hidden_act '", act, "' is not supported (supported: silu)");
-  if (f.optional("mlp_bias", false)) f.error("mlp_bias true is not supported (the MLP has no biases)");
   if (const double p = f.optional("attention_dropout", 0.0); p != 0)
     f.error("attention_dropout ", p, " is not supported (cotan trains without dropout)");
   // Sliding-window attention: Qwen2 applies it only with use_sliding_window, Mistral whenever
@@ -233,6 +234,8 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
   c.qkv_bias = c.model_type == "qwen2" ? true : f.optional("attention_bias", false);
   c.o_bias = c.model_type != "qwen2" && c.qkv_bias;
   c.init_std = f.optional("initializer_range", 0.02);
+  c.mlp_bias = f.optional("mlp_bias", false);
+  c.hidden_act = f.optional("hidden_act", "silu");
   read_rope(f, c);
   if (const auto a = f.object("attention")) {
     c.attention.kind = parse_attention_kind(a->optional("kind", "softmax"));
@@ -247,7 +250,8 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
   constexpr std::string_view kRead[] = {"model_type", "vocab_size", "hidden_size", "num_hidden_layers",
                                         "num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim",
                                         "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings",
-                                        "attention_bias", "initializer_range", "rope_theta", "rope_scaling", "attention"};
+                                        "attention_bias", "initializer_range", "rope_theta", "rope_scaling", "attention",
+                                        "mlp_bias", "hidden_act"};
   for (const auto& [key, value] : j.items()) {
     const auto known = [&](const auto& list) { return std::find(std::begin(list), std::end(list), key) != std::end(list); };
     if (!known(kRead) && !known(kNoMathFields)) c.unknown_fields.push_back(key);

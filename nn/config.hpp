@@ -11,8 +11,8 @@
 // o_proj bias for llama and mistral. Both transformers spellings of RoPE are read: 4.x's
 // rope_theta + rope_scaling and 5.x's rope_parameters (types default, linear, llama3). Every field
 // that would change the math in a way cotan does not implement is refused, naming the field
-// (hidden_act other than silu, mlp_bias, attention_dropout, a sliding window shorter than the
-// context, layer_types other than full_attention, an unknown architecture).
+// (hidden_act other than silu and the tanh GELUs, attention_dropout, a sliding window shorter
+// than the context, layer_types other than full_attention, an unknown architecture).
 #pragma once
 
 #include <cstdint>
@@ -69,6 +69,10 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool qkv_bias = false;
   bool o_bias = false;     // o_proj bias: HF Llama's attention_bias sets it with the q/k/v ones
+  bool mlp_bias = false;   // biases on gate_proj, up_proj and down_proj (HF's mlp_bias)
+  // The MLP's activation: "silu", or the tanh approximation of GELU, which HF names
+  // "gelu_pytorch_tanh" and "gelu_new" (kept as written).
+  std::string hidden_act = "silu";
   double init_std = 0.02;  // normal init of every matrix; norms start at 1, biases and sinks at 0
   AttentionConfig attention;
   // Top-level fields of the file that cotan neither reads nor knows to leave the math unchanged

@@ -73,15 +73,16 @@ std::pair<Tensor, Tensor> Rope::tables(int64_t t, DType dtype, Device device) co
 Tensor Rope::apply(const Tensor& x, const Tensor& cos, const Tensor& sin) { return rope(x, cos, sin); }
 
 void SwiGLU::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
-  Linear{dim, hidden}.specs(s, join(prefix, "gate_proj"));
-  Linear{dim, hidden}.specs(s, join(prefix, "up_proj"));
-  Linear{hidden, dim}.specs(s, join(prefix, "down_proj"));
+  Linear{dim, hidden, bias}.specs(s, join(prefix, "gate_proj"));
+  Linear{dim, hidden, bias}.specs(s, join(prefix, "up_proj"));
+  Linear{hidden, dim, bias}.specs(s, join(prefix, "down_proj"));
 }
 
 Tensor SwiGLU::apply(const Tensor& x, const ParamView& ps) const {
-  Tensor g = Linear{dim, hidden}.apply(x, ps.sub("gate_proj"));
-  Tensor u = Linear{dim, hidden}.apply(x, ps.sub("up_proj"));
-  return Linear{hidden, dim}.apply(swiglu(g, u), ps.sub("down_proj"));
+  Tensor g = Linear{dim, hidden, bias}.apply(x, ps.sub("gate_proj"));
+  Tensor u = Linear{dim, hidden, bias}.apply(x, ps.sub("up_proj"));
+  Tensor h = act == MlpActivation::silu ? swiglu(g, u) : gelu_tanh(g) * u;
+  return Linear{hidden, dim, bias}.apply(h, ps.sub("down_proj"));
 }
 
 Tensor linear_clip(const Tensor& z) { return clamp(z * kLinearClipSlope + kLinearClipOffset, 0.0, 1.0); }

@@ -74,8 +74,15 @@ struct Rope {
 };
 
 // down(silu(gate(x)) * up(x))
+// The gated MLP: down_proj(act(gate_proj(x)) * up_proj(x)), act silu (HF's SwiGLU, fused) or
+// the tanh approximation of GELU (hidden_act gelu_pytorch_tanh / gelu_new), with biases on the
+// three projections when `bias` (HF's mlp_bias).
+enum class MlpActivation { silu, gelu_tanh };
+
 struct SwiGLU {
   int64_t dim = 0, hidden = 0;
+  MlpActivation act = MlpActivation::silu;
+  bool bias = false;
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
   Tensor apply(const Tensor& x, const ParamView& ps) const;
 };

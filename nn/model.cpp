@@ -23,7 +23,8 @@ CausalLM::CausalLM(ModelConfig config, bool checkpoint_layers)
     block.input_norm = block.post_norm = RMSNorm{c.hidden_size, c.rms_norm_eps};
     block.attention =
         Attention{c.hidden_size, c.num_heads, c.num_kv_heads, c.dim_per_head(), c.qkv_bias, c.attention, rope, c.o_bias};
-    block.mlp = SwiGLU{c.hidden_size, c.intermediate_size};
+    block.mlp = SwiGLU{c.hidden_size, c.intermediate_size,
+                       c.hidden_act == "silu" ? MlpActivation::silu : MlpActivation::gelu_tanh, c.mlp_bias};
     blocks_.push_back(block);
   }
   embed_.specs(specs_, "model.embed_tokens");

@@ -17,7 +17,7 @@ class CotanConfig(PretrainedConfig):
                  num_attention_heads=32, num_key_value_heads=None, head_dim=None, max_position_embeddings=2048,
                  rms_norm_eps=1e-6, rope_theta=10000.0, rope_scaling=None, attention_bias=False,
                  base_model_type="llama", attention=None, initializer_range=0.02, tie_word_embeddings=False,
-                 hidden_act="silu", **kwargs):
+                 hidden_act="silu", mlp_bias=False, **kwargs):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
@@ -34,8 +34,9 @@ class CotanConfig(PretrainedConfig):
         self.attention = dict(attention or {})
         self.initializer_range = initializer_range
         self.hidden_act = hidden_act
-        if hidden_act != "silu":
-            raise ValueError(f"cotan models use silu, not {hidden_act}")
+        self.mlp_bias = mlp_bias
+        if hidden_act not in ("silu", "gelu_pytorch_tanh", "gelu_new"):
+            raise ValueError(f"cotan models use silu or the tanh GELU, not {hidden_act}")
         if base_model_type not in ("llama", "qwen2", "mistral"):
             raise ValueError(f"unknown base_model_type {base_model_type!r}")
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

@@ -72,12 +72,16 @@ class CotanRMSNorm(nn.Module):
 class CotanMLP(nn.Module):
     def __init__(self, config):
         super().__init__()
-        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=False)
-        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
+        bias = config.mlp_bias
+        self.gate_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=bias)
+        self.up_proj = nn.Linear(config.hidden_size, config.intermediate_size, bias=bias)
+        self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=bias)
+        self.silu = config.hidden_act == "silu"
 
     def forward(self, x):
-        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        g = self.gate_proj(x)
+        act = nn.functional.silu(g) if self.silu else nn.functional.gelu(g, approximate="tanh")
+        return self.down_proj(act * self.up_proj(x))
 
 
 class CotanAttention(nn.Module):

@@ -17,7 +17,7 @@ transformers 4 spelling: rope_theta and rope_scaling at the top, torch_dtype) an
 "f32" is HF's forward pass in float32. "f64" is its forward pass in float64 with the parts HF
 keeps in float32 whatever the dtype (RMSNorm's variance, the RoPE tables, eager softmax) forced to
 float64 here, so that the comparison in f64 can be tight. Cases whose config cotan must refuse
-(a GELU MLP, a sliding window, a mixture of experts) hold config.json alone.
+(the exact, erf-based GELU, a sliding window, a mixture of experts) hold config.json alone.
 """
 
 import json
@@ -154,7 +154,8 @@ def main() -> None:
     write_case("mistral", MistralConfig, MistralForCausalLM, sliding_window=None)
     write_case("llama_bf16", LlamaConfig, LlamaForCausalLM, bf16=True)
     write_case("llama_sharded", LlamaConfig, LlamaForCausalLM, shard="10KB")
-    write_refused("refused_gelu", LlamaConfig(**SMALL, hidden_act="gelu_pytorch_tanh"))
+    write_case("llama_gelu_mlp_bias", LlamaConfig, LlamaForCausalLM, hidden_act="gelu_pytorch_tanh", mlp_bias=True)
+    write_refused("refused_gelu", LlamaConfig(**SMALL, hidden_act="gelu"))
     write_refused("refused_sliding_window", Qwen2Config(**SMALL, use_sliding_window=True, sliding_window=4,
                                                          max_window_layers=0))
     write_refused("refused_mixtral", MixtralConfig(**SMALL))

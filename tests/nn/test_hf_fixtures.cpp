@@ -47,7 +47,8 @@ double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) 
 
 TEST_CASE("HF fixtures: logits equal transformers' in f32 and f64, for both config spellings") {
   const char* cases[] = {"llama_gqa",  "llama_tied_llama3", "llama_linear_bias", "llama_head_dim",
-                         "qwen2_tied", "mistral",           "llama_bf16",        "llama_sharded"};
+                         "qwen2_tied", "mistral",           "llama_bf16",        "llama_sharded",
+                         "llama_gelu_mlp_bias"};
   for (const char* name : cases) {
     const Json expected = read_json_file((kFixtures / name / "logits.json").string());
     const Json& ids_json = member(expected, "ids");
@@ -95,7 +96,8 @@ TEST_CASE("HF fixtures: configs whose math cotan does not implement are refused,
   };
   const std::string dir = kFixtures.string();
   CHECK(error("refused_gelu") ==
-        "[config] " + dir + "/refused_gelu/config.json: hidden_act 'gelu_pytorch_tanh' is not supported (supported: silu)");
+        "[config] " + dir + "/refused_gelu/config.json: hidden_act 'gelu' is not supported (supported: silu, "
+                                              "gelu_pytorch_tanh, gelu_new)");
   CHECK(error("refused_sliding_window") == "[config] " + dir +
                                                "/refused_sliding_window/config.json: sliding_window 4 is not supported "
                                                "(sliding-window attention; max_position_embeddings is 64)");
