@@ -144,11 +144,15 @@ CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& mode
   const Json meta = read_json_file(meta_path);
   const JsonFields f(meta, "resume", meta_path);
   const Json config = model.config().to_json();
-  if (!json_equal(member(meta, "model_config"), config))
+  // Both must be objects: the file may be damaged or hand-edited.
+  const auto saved_config = f.object("model_config"), saved_train = f.object("train");
+  if (!saved_config) f.error("missing field 'model_config'");
+  if (!saved_train) f.error("missing field 'train'");
+  if (!json_equal(saved_config->json(), config))
     fail("resume", dir.string(), ": the checkpoint was written for another model config (",
-         describe_differences(member(meta, "model_config"), config, "in the checkpoint"), ")");
+         describe_differences(saved_config->json(), config, "in the checkpoint"), ")");
   // Everything but the step count must match for a bit-for-bit continuation.
-  Json saved = member(meta, "train"), now = fields;
+  Json saved = saved_train->json(), now = fields;
   saved["steps"] = now["steps"] = 0;
   if (!json_equal(saved, now))
     fail("resume", dir.string(), ": the checkpoint was written with other training settings (",

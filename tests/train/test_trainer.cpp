@@ -461,6 +461,20 @@ TEST_CASE("a failed metrics append (a full disk) stops the run with the file nam
   CHECK(read_metrics(c.run_dir).steps.size() == size_t(std::count(lines.begin(), lines.end(), '\n')));
 }
 
+TEST_CASE("a damaged trainer.json is an error naming the file and the field") {
+  SmallRun r;
+  TrainConfig c = config("cotan_train_bad_meta", 4);
+  c.stop_after = 2;
+  r.run(c, false);
+  const fs::path meta = fs::path(c.run_dir) / "checkpoint" / "trainer.json";
+  Json j = read_json_file(meta.string());
+  j["train"] = 3;
+  std::ofstream(meta, std::ios::trunc) << j.dump();
+  TrainConfig again = config("cotan_train_bad_meta", 4, true);
+  CHECK(error_text([&] { r.run(again, true); }) ==
+        "[resume] " + meta.string() + ": field 'train' must be an object, got an integer");
+}
+
 TEST_CASE("a flipped bit in a checkpoint is an error naming the file; an older checkpoint still resumes") {
   SmallRun r;
   TrainConfig c = config("cotan_train_bitflip", 6);
