@@ -252,7 +252,8 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
                                         "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings",
                                         "attention_bias", "initializer_range", "rope_theta", "rope_scaling", "attention",
                                         "mlp_bias", "hidden_act"};
-  for (const auto& [key, value] : j.items()) {
+  for (const auto& item : j.items()) {
+    const std::string& key = item.key();
     const auto known = [&](const auto& list) { return std::find(std::begin(list), std::end(list), key) != std::end(list); };
     if (!known(kRead) && !known(kNoMathFields)) c.unknown_fields.push_back(key);
   }

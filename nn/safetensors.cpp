@@ -175,7 +175,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       }
       continue;
     }
-    auto tensor_bad = [&](const auto&... args) { bad("tensor '", name, "' ", args...); };
+    // An init-capture: clang 14 (tests/fuzz builds this file with it) cannot capture a structured binding.
+    auto tensor_bad = [&, &name = name](const auto&... args) { bad("tensor '", name, "' ", args...); };
     if (!value.is_object()) tensor_bad("has an entry that is ", kind_name(value), ", not an object");
     const Json* dtype = find_member(value, "dtype");
     const Json* shape = find_member(value, "shape");
