@@ -2,6 +2,7 @@
 // reader opens must hold exactly its header's token count; indexing, to_vector, TokenSequence
 // and load_tokens (file and shard directory) must all see the same tokens, and the window
 // loader and validation batches must cut windows from them.
+#include <algorithm>
 #include <optional>
 
 #include "tests/fuzz/fuzz_support.hpp"
@@ -34,13 +35,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const uint64_t n = shard->size();
-  require(kShardHeaderBytes + n * (shard->dtype() == TokenDType::u16 ? 2 : 4) == size,
+  const bool v1 = data[8] == 1;  // version 1 headers stop after the count
+  require((v1 ? kShardV1HeaderBytes : kShardHeaderBytes) + n * (shard->dtype() == TokenDType::u16 ? 2 : 4) == size,
           "a shard is exactly its header and its tokens");
   const std::vector<int32_t> listed = shard->to_vector();
   require(listed.size() == n, "to_vector holds every token");
   std::vector<int64_t> indexed(n);
   for (uint64_t i = 0; i < n; ++i) indexed[i] = (*shard)[i];
   for (uint64_t i = 0; i < n; ++i) require(listed[i] == int32_t(indexed[i]), "to_vector agrees with indexing");
+
+  // Version 1: the largest id is found by a scan. Version 2 records it (the reader trusts it, so
+  // a wrong one only fails later, cleanly, in the embedding's index check).
+  int64_t largest = 0;
+  for (int64_t id : indexed) largest = std::max(largest, id);
+  if (v1) require(shard->max_id() == largest, "a version 1 shard's largest id is its largest token");
+  if (n == 0) require(shard->max_id() == 0, "an empty shard's largest id is 0");
 
   TokenSequence seq(*shard);
   require(seq.size() == n && tokens_of(seq) == indexed, "a sequence of the shard holds its tokens");

@@ -30,8 +30,9 @@ rm -rf "$seeds"
 "$dir/make_seeds" "$target" "$seeds" || exit 1
 mkdir -p "$corpus" "$crashes"
 
+# libFuzzer's default exit status for a finding is 77, which meson reads as "skipped": use 1.
 options=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
-         -artifact_prefix="$crashes/")
+         -error_exitcode=1 -timeout_exitcode=1 -artifact_prefix="$crashes/")
 [[ "$target" == token_shard ]] || options+=(-dict="$here/json.dict")
 
 # Sanitizer reports with their stacks; libFuzzer writes the reproducer before the process ends.
