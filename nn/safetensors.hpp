@@ -97,7 +97,8 @@ inline constexpr std::string_view kSafetensorsSingleName = "model.safetensors";
 // A checkpoint made of one or more safetensors files. Opened from
 //   - a directory holding model.safetensors.index.json (preferred) or model.safetensors,
 //   - an index file {"metadata": {...}, "weight_map": {"name": "model-00001-of-00002.safetensors"}},
-//     whose shard names are relative to the index's directory,
+//     whose shard names are relative to the index's directory and may not leave it (no absolute
+//     paths, no ".." components),
 //   - or a single .safetensors file.
 // Every shard is opened (and its header validated) up front; every name in the weight map must be
 // in the shard it names.

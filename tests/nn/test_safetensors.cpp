@@ -707,6 +707,25 @@ TEST_CASE("safetensors errors: sharded checkpoints") {
     write_bytes(index, R"({"metadata": {}})");
     CHECK(error_of([&] { load_sharded(index); }) == prefix + "index has no 'weight_map'");
   }
+  SUBCASE("shard names that leave the checkpoint directory") {
+    for (const std::string file : {"../x.safetensors", "a/../../b.safetensors", "./../x.safetensors", "a/.."}) {
+      INFO(file);
+      write_bytes(index, R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "w": ")" + file + R"("}})");
+      CHECK(error_of([&] { load_sharded(index); }) ==
+            prefix + "weight_map maps 'w' to '" + file + "', outside the checkpoint directory");
+    }
+    write_bytes(index, R"({"weight_map": {"w": "/etc/x.safetensors"}})");
+    CHECK(error_of([&] { load_sharded(index); }) == prefix + "weight_map maps 'w' to absolute path '/etc/x.safetensors'");
+    write_bytes(index, R"({"weight_map": {"w": ""}})");
+    CHECK(error_of([&] { load_sharded(index); }) == prefix + "weight_map maps 'w' to an empty file name");
+    write_bytes(index, R"({"weight_map": {"w": "model-00001-of-00002.safetensors\u0000../x"}})");
+    CHECK(error_of([&] { load_sharded(index); }) == prefix + "weight_map maps 'w' to a file name holding a NUL byte");
+    // Names that stay inside are fine, in a subdirectory too.
+    fs::create_directory(dir / "sub");
+    fs::rename(dir / "model-00002-of-00002.safetensors", dir / "sub/b.safetensors");
+    write_bytes(index, R"({"weight_map": {"a": "./model-00001-of-00002.safetensors", "b": "sub/b.safetensors"}})");
+    CHECK(load_sharded(index).size() == 2);
+  }
   SUBCASE("missing tensor in a checkpoint") {
     CHECK(error_of([&] { SafetensorsCheckpoint(dir.path.string()).load("c"); }) ==
           prefix + "no tensor 'c'; it holds 2 tensors: 'a', 'b'");
