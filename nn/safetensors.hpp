@@ -7,7 +7,12 @@
 //
 // Reading maps the file (private, copy-on-write: writing into a loaded tensor never changes the
 // file) and validates the whole header when it is opened, so a bad file fails with one message
-// naming the file and the tensor. Tensors load as zero-copy views into the map when their dtype
+// naming the file and the tensor. The header (at most 100 MB) is checked against the format as
+// it is parsed and only its entries are kept, so a hostile one costs memory of the order of its
+// size and fails at its first violation. Members of an entry other than dtype, shape and
+// data_offsets are skipped (JSON nesting is limited to 512 levels); a shape has at most 64
+// dimensions, and the product of its dimensions with zeros counted as ones must fit in an int64
+// (strides reach that far even in an empty tensor). Tensors load as zero-copy views into the map when their dtype
 // is one of cotan's and their start is aligned for it; the map stays alive as long as any such
 // tensor does. Other tensors are copied, with these conversions:
 //   F16 -> f32 (exact, subnormals, infinities and NaN included)
@@ -92,7 +97,8 @@ inline constexpr std::string_view kSafetensorsSingleName = "model.safetensors";
 // A checkpoint made of one or more safetensors files. Opened from
 //   - a directory holding model.safetensors.index.json (preferred) or model.safetensors,
 //   - an index file {"metadata": {...}, "weight_map": {"name": "model-00001-of-00002.safetensors"}},
-//     whose shard names are relative to the index's directory,
+//     whose shard names are relative to the index's directory and may not leave it (no absolute
+//     paths, no ".." components),
 //   - or a single .safetensors file.
 // Every shard is opened (and its header validated) up front; every name in the weight map must be
 // in the shard it names.

@@ -1,4 +1,5 @@
 // Sharded safetensors checkpoints: model.safetensors.index.json plus model-0000K-of-0000N files.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -35,6 +36,14 @@ bool is_shard_name(std::string_view name) {
     return digits >= 5;
   };
   return take("model-") && take_number() && take("-of-") && take_number() && name == ".safetensors";
+}
+
+// A relative path with a ".." component can reach outside the directory it is relative to
+// ("../x", "a/../../b"); one without cannot, symbolic links aside. Shard names have no business
+// with "..", so any is refused, even in "a/../b", which comes back inside.
+bool leaves_directory(const std::string& relative) {
+  const fs::path path(relative);
+  return std::any_of(path.begin(), path.end(), [](const fs::path& part) { return part == ".."; });
 }
 
 std::string read_text(const std::string& path) {
@@ -94,6 +103,9 @@ SafetensorsCheckpoint::SafetensorsCheckpoint(const std::string& path) {
     if (!value.is_string()) bad("weight_map entry for '", name, "' is ", kind_name(value), ", not a file name");
     const std::string& file = as_string(value);
     if (fs::path(file).is_absolute()) bad("weight_map maps '", name, "' to absolute path '", file, "'");
+    if (file.empty()) bad("weight_map maps '", name, "' to an empty file name");
+    if (file.find('\0') != std::string::npos) bad("weight_map maps '", name, "' to a file name holding a NUL byte");
+    if (leaves_directory(file)) bad("weight_map maps '", name, "' to '", file, "', outside the checkpoint directory");
     auto it = opened.find(file);
     if (it == opened.end()) {
       fs::path shard = dir / file;

@@ -44,103 +44,89 @@ struct TrackedChar {
 
 bool is_number_char(char c) { return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
 
-class Parser {
- public:
-  Parser(std::string_view text, const JsonParseOptions& options) : text_(text), options_(options) {}
+// nlohmann's message without its "[json.exception.parse_error.101] parse error at line 1,
+// column 4: " prefix.
+std::string nlohmann_reason(const nlohmann::json::exception& e) {
+  std::string_view what = e.what();
+  size_t id_end = what.find("] ");
+  if (id_end != std::string_view::npos) what.remove_prefix(id_end + 2);
+  if (what.starts_with("parse error")) {
+    size_t colon = what.find(": ");
+    if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
+  }
+  return std::string(what);
+}
 
-  Json parse() {
+}  // namespace
+
+// Runs nlohmann's SAX parser over the text and passes its events on to the handler, checking the
+// depth on the way and turning nlohmann's errors into JsonParseErrors.
+class JsonSax::Driver final : public nlohmann::json_sax<Json> {
+ public:
+  Driver(std::string_view text, JsonSax& handler, size_t max_depth)
+      : text_(text), handler_(handler), max_depth_(max_depth) {}
+
+  void run() {
     const char* read_end = text_.data();
     read_end_ = &read_end;
     TrackedChar first{text_.data(), &read_end}, last{text_.data() + text_.size(), &read_end};
+    const Driver* outer = handler_.driver_;
+    handler_.driver_ = this;
+    struct Restore {
+      JsonSax& handler;
+      const Driver* outer;
+      ~Restore() { handler.driver_ = outer; }
+    } restore{handler_, outer};
     try {
-      return Json::parse(first, last, [this](int, Json::parse_event_t event, Json& parsed) {
-        return on_event(event, parsed);
-      });
-    } catch (const nlohmann::json::parse_error& e) {
-      error_at(e.byte > 0 ? e.byte - 1 : 0, nlohmann_reason(e));
-    } catch (const nlohmann::json::out_of_range& e) {
-      if (e.id != 406) throw Error(cat("[json] ", nlohmann_reason(e)));
-      // "number overflow": the number just read is too large for a double.
-      const auto [begin, end] = number_before(read_offset());
-      error_at(begin, cat("number ", text_.substr(begin, end - begin), " is too large for a double"));
+      Json::sax_parse(first, last, this);
     } catch (const nlohmann::json::exception& e) {
       throw Error(cat("[json] ", nlohmann_reason(e)));
     }
   }
 
- private:
-  struct Frame {
-    bool object = false;
-    std::unordered_set<std::string> keys;
-    std::string key;  // the member being read
-  };
-
-  bool on_event(Json::parse_event_t event, const Json& parsed) {
-    using E = Json::parse_event_t;
-    switch (event) {
-      case E::object_start:
-      case E::array_start:
-        // The '{' or '[' was the last character read.
-        if (frames_.size() >= options_.max_depth)
-          error_at(read_offset() - 1, cat("nesting deeper than ", options_.max_depth, " levels"));
-        frames_.push_back({event == E::object_start, {}, {}});
-        break;
-      case E::object_end:
-      case E::array_end: frames_.pop_back(); break;
-      case E::key: {
-        Frame& frame = frames_.back();
-        const std::string& key = parsed.get_ref<const std::string&>();
-        if (!frame.keys.insert(key).second) {
-          std::vector<std::string> path;
-          for (size_t i = 0; i + 1 < frames_.size(); ++i)
-            if (frames_[i].object) path.push_back(frames_[i].key);
-          path.push_back(key);
-          if (options_.on_duplicate_key) options_.on_duplicate_key(path);
-          error_at(key_start(read_offset() - 1), cat("duplicate key '", key, "'"));
-        }
-        frame.key = key;
-        break;
-      }
-      case E::value: break;
-    }
-    return true;
+  bool null() override { return handler_.null(); }
+  bool boolean(bool value) override { return handler_.boolean(value); }
+  bool number_integer(number_integer_t value) override { return handler_.number_integer(value); }
+  bool number_unsigned(number_unsigned_t value) override { return handler_.number_unsigned(value); }
+  bool number_float(number_float_t value, const string_t& text) override { return handler_.number_float(value, text); }
+  bool string(string_t& value) override { return handler_.string(value); }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(size_t elements) override { return enter() && handler_.start_object(elements); }
+  bool key(string_t& key) override {
+    key_close_ = read_offset() - 1;  // the key's closing quote was the last character read
+    return handler_.key(key);
+  }
+  bool end_object() override {
+    --depth_;
+    return handler_.end_object();
+  }
+  bool start_array(size_t elements) override { return enter() && handler_.start_array(elements); }
+  bool end_array() override {
+    --depth_;
+    return handler_.end_array();
   }
 
-  size_t read_offset() const { return size_t(*read_end_ - text_.data()); }
+  bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& e) override {
+    if (e.id == 406) {
+      // "number overflow": the number just read is too large for a double.
+      const auto [begin, end] = number_before(read_offset());
+      error_at(begin, cat("number ", text_.substr(begin, end - begin), " is too large for a double"));
+    }
+    if (e.id / 100 != 1) throw Error(cat("[json] ", nlohmann_reason(e)));
+    // position counts the characters read, the one that stopped the parser included.
+    error_at(position > 0 ? position - 1 : 0, nlohmann_reason(e));
+  }
 
-  // The opening quote of the string whose closing quote is at `close`: the first quote before it
-  // that no odd run of backslashes escapes.
-  size_t key_start(size_t close) const {
-    for (size_t i = close; i-- > 0;) {
+  // The opening quote of the last key: the first quote before its closing one that no odd run of
+  // backslashes escapes.
+  size_t key_start() const {
+    for (size_t i = key_close_; i-- > 0;) {
       if (text_[i] != '"') continue;
       size_t slashes = 0;
       while (slashes < i && text_[i - 1 - slashes] == '\\') ++slashes;
       if (slashes % 2 == 0) return i;
     }
     return 0;
-  }
-
-  // [begin, end) of the number that ends at `read` or one character before it (the lexer reads
-  // one character past a number).
-  std::pair<size_t, size_t> number_before(size_t read) const {
-    size_t end = std::min(read, text_.size());
-    if (end > 0 && !is_number_char(text_[end - 1])) --end;
-    size_t begin = end;
-    while (begin > 0 && is_number_char(text_[begin - 1])) --begin;
-    return {begin, end};
-  }
-
-  // nlohmann's message without its "[json.exception.parse_error.101] parse error at line 1,
-  // column 4: " prefix.
-  static std::string nlohmann_reason(const nlohmann::json::exception& e) {
-    std::string_view what = e.what();
-    size_t id_end = what.find("] ");
-    if (id_end != std::string_view::npos) what.remove_prefix(id_end + 2);
-    if (what.starts_with("parse error")) {
-      size_t colon = what.find(": ");
-      if (colon != std::string_view::npos) what.remove_prefix(colon + 2);
-    }
-    return std::string(what);
   }
 
   [[noreturn]] void error_at(size_t offset, const std::string& reason) const {
@@ -156,15 +142,128 @@ class Parser {
     throw JsonParseError(reason, line, column, offset);
   }
 
+ private:
+  bool enter() {
+    // The '{' or '[' was the last character read.
+    if (depth_ >= max_depth_) error_at(read_offset() - 1, cat("nesting deeper than ", max_depth_, " levels"));
+    ++depth_;
+    return true;
+  }
+
+  size_t read_offset() const { return size_t(*read_end_ - text_.data()); }
+
+  // [begin, end) of the number that ends at `read` or one character before it (the lexer reads
+  // one character past a number).
+  std::pair<size_t, size_t> number_before(size_t read) const {
+    size_t end = std::min(read, text_.size());
+    if (end > 0 && !is_number_char(text_[end - 1])) --end;
+    size_t begin = end;
+    while (begin > 0 && is_number_char(text_[begin - 1])) --begin;
+    return {begin, end};
+  }
+
   std::string_view text_;
-  const JsonParseOptions& options_;
+  JsonSax& handler_;
+  size_t max_depth_;
   const char** read_end_ = nullptr;
+  size_t depth_ = 0;
+  size_t key_close_ = 0;
+};
+
+void JsonSax::key_error(const std::string& reason) const {
+  if (!driver_) fail("json", "key_error outside sax_parse_json: ", reason);
+  driver_->error_at(driver_->key_start(), reason);
+}
+
+void sax_parse_json(std::string_view text, JsonSax& handler, size_t max_depth) {
+  JsonSax::Driver(text, handler, max_depth).run();
+}
+
+namespace {
+
+// parse_json's handler: builds the value, refusing a key that its object already has.
+class JsonBuilder final : public JsonSax {
+ public:
+  explicit JsonBuilder(const JsonParseOptions& options) : options_(options) {}
+  Json take() { return std::move(root_); }
+
+  bool null() override { return place(nullptr); }
+  bool boolean(bool value) override { return place(value); }
+  bool number_integer(number_integer_t value) override { return place(value); }
+  bool number_unsigned(number_unsigned_t value) override { return place(value); }
+  bool number_float(number_float_t value, const string_t&) override { return place(value); }
+  bool string(string_t& value) override { return place(std::move(value)); }
+  bool start_object(size_t) override { return open(Json::object()); }
+  bool start_array(size_t) override { return open(Json::array()); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+
+  bool key(string_t& key) override {
+    Frame& frame = frames_.back();
+    if (!frame.keys.insert(key).second) {
+      std::vector<std::string> path;
+      for (size_t i = 0; i + 1 < frames_.size(); ++i)
+        if (frames_[i].value->is_object()) path.push_back(frames_[i].key);
+      path.push_back(key);
+      if (options_.on_duplicate_key) options_.on_duplicate_key(path);
+      key_error(cat("duplicate key '", key, "'"));
+    }
+    frame.key = std::move(key);
+    return true;
+  }
+
+ private:
+  struct Frame {
+    Json* value;  // an open array or object
+    std::unordered_set<std::string> keys;
+    std::string key;  // the member being read
+  };
+
+  // Puts a value where the parse is: the root, the next element of the innermost array, or the
+  // value of the innermost object's last key.
+  Json* put(Json value) {
+    if (frames_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    Frame& frame = frames_.back();
+    if (frame.value->is_array()) {
+      auto& elements = frame.value->get_ref<Json::array_t&>();
+      elements.push_back(std::move(value));
+      return &elements.back();
+    }
+    // ordered_map is a vector of members whose insert searches it first; the key is new (key()
+    // checked), so the member is appended directly and a large object costs linear time.
+    auto& members = frame.value->get_ref<Json::object_t&>();
+    members.emplace_back(frame.key, std::move(value));
+    return &members.back().second;
+  }
+  bool place(Json value) {
+    put(std::move(value));
+    return true;
+  }
+  // Pointers into open values stay valid: a container only grows after its last element closed.
+  bool open(Json empty) {
+    frames_.push_back({put(std::move(empty)), {}, {}});
+    return true;
+  }
+  bool close() {
+    frames_.pop_back();
+    return true;
+  }
+
+  const JsonParseOptions& options_;
+  Json root_;
   std::vector<Frame> frames_;
 };
 
 }  // namespace
 
-Json parse_json(std::string_view text, const JsonParseOptions& options) { return Parser(text, options).parse(); }
+Json parse_json(std::string_view text, const JsonParseOptions& options) {
+  JsonBuilder builder(options);
+  sax_parse_json(text, builder, options.max_depth);
+  return builder.take();
+}
 
 Json read_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -12,6 +12,8 @@
 // them back in that order. parse_json differs from nlohmann's parse in three ways: a key repeated
 // in one object is an error (nlohmann keeps the last one silently), so is a number too large for
 // a double (nlohmann makes it infinite), and nesting is limited to 512 levels (dump recurses).
+// sax_parse_json parses the same way into a handler's events, for input too large to hold as a
+// Json (a Json costs 16 bytes per value and more per array and object, against a byte or two of text).
 // Numbers written without a fraction or an exponent parse as integers (uint64 when non-negative,
 // int64 otherwise; larger ones as doubles), all others as doubles. JSON has no NaN or Infinity:
 // parse rejects them, and dump writes a non-finite double as null. Strings hold UTF-8: parse
@@ -50,8 +52,10 @@ class JsonParseError : public Error {
   size_t line_, column_, offset_;
 };
 
+inline constexpr size_t kJsonMaxDepth = 512;  // parse's default limit on nesting (dump recurses)
+
 struct JsonParseOptions {
-  size_t max_depth = 512;  // nesting of arrays and objects
+  size_t max_depth = kJsonMaxDepth;  // nesting of arrays and objects
   // Called for a key that its object already has, with the keys of the enclosing objects from
   // the outermost one and then the repeated key (arrays add nothing). It may throw an error in
   // its caller's words; when it returns, the parse fails with "duplicate key 'k'".
@@ -59,6 +63,36 @@ struct JsonParseOptions {
 };
 
 Json parse_json(std::string_view text, const JsonParseOptions& options = {});
+
+// A handler of sax_parse_json's events, in nlohmann's SAX interface (nlohmann::json_sax): the
+// values in document order, arrays and objects as start/end pairs, each key() just before its
+// member's value. Numbers arrive as parse_json would store them (number_integer for negative
+// integers, number_unsigned for the others, number_float for the rest). An event returns true to
+// go on; false ends the parse there, quietly. A handler refuses input by throwing its own error,
+// or a positioned one with key_error. Keys reach it as they come: a repeated key is the handler's
+// to notice, so that a handler that keeps nothing of an object need not keep its keys.
+// sax_parse_json reports parse errors itself and JSON text has no binary values, so those two
+// events are not the handler's.
+class JsonSax : public nlohmann::json_sax<Json> {
+ public:
+  bool binary(binary_t&) final { return true; }
+  bool parse_error(size_t, const std::string&, const nlohmann::detail::exception&) final { return false; }
+
+ protected:
+  // Throws JsonParseError(reason) at the opening quote of the key the last key() event gave.
+  [[noreturn]] void key_error(const std::string& reason) const;
+
+ private:
+  class Driver;
+  friend void sax_parse_json(std::string_view text, JsonSax& handler, size_t max_depth);
+  const Driver* driver_ = nullptr;
+};
+
+// Parses text, giving handler its events as they come; the parser itself keeps a bit per open
+// array or object. Syntax errors, numbers too large for a double and nesting deeper than
+// max_depth throw JsonParseError with the reason and position parse_json gives for the same text
+// (parse_json is this function with a handler that builds the value).
+void sax_parse_json(std::string_view text, JsonSax& handler, size_t max_depth = kJsonMaxDepth);
 
 // Reads and parses a file; errors name it: "[json] config.json: line 3, column 14: ...".
 Json read_json_file(const std::string& path);

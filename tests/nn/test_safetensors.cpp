@@ -555,6 +555,83 @@ TEST_CASE("safetensors errors: shape and byte size disagree") {
         f.prefix() + "tensor 'w' has shape [4294967296, 4294967296], too many elements to address");
 }
 
+TEST_CASE("safetensors errors: shapes whose strides cannot be addressed, even when empty") {
+  BadFile f;
+  // 2^62 * 4 = 2^64: the strides of [0, 2^62, 4] overflow an int64 although it holds nothing.
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[0,4611686018427387904,4],"data_offsets":[0,0]}})", "")) ==
+        f.prefix() + "tensor 'w' has shape [0, 4611686018427387904, 4], too many elements to address");
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"U8","shape":[4611686018427387904,2,0],"data_offsets":[0,0]}})", "")) ==
+        f.prefix() + "tensor 'w' has shape [4611686018427387904, 2, 0], too many elements to address");
+  // One below: 2 * (2^62 - 1) = 2^63 - 2 fits.
+  write_bytes(f.path, file_bytes(R"({"w":{"dtype":"F32","shape":[0,4611686018427387903,2],"data_offsets":[0,0]}})", ""));
+  Tensor w = SafetensorsFile(f.path).load("w");
+  CHECK(w.shape() == Shape{0, 4611686018427387903, 2});
+  CHECK(w.numel() == 0);
+}
+
+TEST_CASE("safetensors errors: a shape of more than 64 dimensions") {
+  BadFile f;
+  auto ones = [](size_t rank) {
+    std::string out;
+    for (size_t i = 0; i < rank; ++i) out += i ? ",1" : "1";
+    return out;
+  };
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[)" + ones(65) + R"(],"data_offsets":[0,4]}})", "1234")) ==
+        f.prefix() + "tensor 'w' has rank 65, more than the 64 dimensions supported");
+  // A million dimensions are counted, not kept.
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[)" + ones(1'000'000) + "]}}", "")) ==
+        f.prefix() + "tensor 'w' has rank 1000000, more than the 64 dimensions supported");
+  write_bytes(f.path, file_bytes(R"({"w":{"dtype":"F32","shape":[)" + ones(64) + R"(],"data_offsets":[0,4]}})", "1234"));
+  CHECK(SafetensorsFile(f.path).info("w").shape == Shape(64, 1));
+}
+
+TEST_CASE("safetensors: other members of an entry are skipped, nested up to the depth limit") {
+  BadFile f;
+  const std::string data("\x00\x00\x80\x3f\x00\x00\x40\x40", 8);  // 1.0f, 3.0f
+  write_bytes(f.path, file_bytes(R"({"w":{"note":{"a":[1,{"b":null}],"a":"repeated keys are not kept"},"dtype":"F32",)"
+                                 R"("shape":[2],"extra":[[["x"]]],"data_offsets":[0,8],"last":7}})",
+                                 data));
+  SafetensorsFile file(f.path);
+  CHECK(file.names() == std::vector<std::string>{"w"});
+  CHECK(file.info("w").shape == Shape{2});
+  CHECK(file.load("w").to_vector<float>() == std::vector<float>{1.0f, 3.0f});
+
+  // The header and the entry take 2 levels; 510 more reach the limit of 512.
+  auto deep = [&](size_t levels) {
+    return file_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"deep":)" + std::string(levels, '[') +
+                          std::string(levels, ']') + "}}",
+                      data);
+  };
+  write_bytes(f.path, deep(510));
+  CHECK(SafetensorsFile(f.path).names().size() == 1);
+  CHECK(f.open_error(deep(511)) == f.prefix() + "invalid JSON header at line 1, column 571: nesting deeper than 512 levels");
+}
+
+TEST_CASE("safetensors errors: bad values are quoted as JSON, long ones cut") {
+  BadFile f;
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":["F32", 1],"shape":[2],"data_offsets":[0,8]}})", kEightBytes)) ==
+        f.prefix() + "tensor 'w' has dtype [\"F32\",1], not a string");
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":{"a": 1, "b": [2, 3]},"data_offsets":[0,8]}})", kEightBytes)) ==
+        f.prefix() + "tensor 'w' has shape {\"a\":1,\"b\":[2,3]}, not a list of dimensions");
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[[0, 1], 8.0, null]}})", kEightBytes)) ==
+        f.prefix() + "tensor 'w' has data_offsets [[0,1], 8.0, null], not [begin, end] with non-negative integers");
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8,16]}})", kEightBytes)) ==
+        f.prefix() + "tensor 'w' has data_offsets [0, 8, 16], not [begin, end] with non-negative integers");
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,9223372036854775808]}})", kEightBytes)) ==
+        f.prefix() + "tensor 'w' has data_offsets [0, 9223372036854775808], not [begin, end] with non-negative integers");
+  // A bad shape of a million dimensions: its first 200 characters, then "...".
+  std::string dims = "-1";
+  for (int i = 0; i < 1'000'000; ++i) dims += ",1";
+  std::string quoted = "[-1";
+  while (quoted.size() + 3 <= 200) quoted += ", 1";
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[)" + dims + "]}}", "")) ==
+        f.prefix() + "tensor 'w' has shape " + quoted + "...: dimensions must be non-negative integers");
+  const std::string long_dtype(1000, 'F');
+  CHECK(f.open_error(file_bytes(R"({"w":{"dtype":")" + long_dtype + R"("}})", "")) ==
+        f.prefix() + "tensor 'w' has unknown dtype '" + long_dtype.substr(0, 200) +
+            "...' (supported: F64, F32, BF16, F16, I32, I64, U8, BOOL)");
+}
+
 TEST_CASE("safetensors errors: negative or non-integer shape entries") {
   BadFile f;
   CHECK(f.open_error(file_bytes(R"({"w":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,8]}})", kEightBytes)) ==
@@ -629,6 +706,25 @@ TEST_CASE("safetensors errors: sharded checkpoints") {
                    "'{', or a literal");
     write_bytes(index, R"({"metadata": {}})");
     CHECK(error_of([&] { load_sharded(index); }) == prefix + "index has no 'weight_map'");
+  }
+  SUBCASE("shard names that leave the checkpoint directory") {
+    for (const std::string file : {"../x.safetensors", "a/../../b.safetensors", "./../x.safetensors", "a/.."}) {
+      INFO(file);
+      write_bytes(index, R"({"weight_map": {"a": "model-00001-of-00002.safetensors", "w": ")" + file + R"("}})");
+      CHECK(error_of([&] { load_sharded(index); }) ==
+            prefix + "weight_map maps 'w' to '" + file + "', outside the checkpoint directory");
+    }
+    write_bytes(index, R"({"weight_map": {"w": "/etc/x.safetensors"}})");
+    CHECK(error_of([&] { load_sharded(index); }) == prefix + "weight_map maps 'w' to absolute path '/etc/x.safetensors'");
+    write_bytes(index, R"({"weight_map": {"w": ""}})");
+    CHECK(error_of([&] { load_sharded(index); }) == prefix + "weight_map maps 'w' to an empty file name");
+    write_bytes(index, R"({"weight_map": {"w": "model-00001-of-00002.safetensors\u0000../x"}})");
+    CHECK(error_of([&] { load_sharded(index); }) == prefix + "weight_map maps 'w' to a file name holding a NUL byte");
+    // Names that stay inside are fine, in a subdirectory too.
+    fs::create_directory(dir / "sub");
+    fs::rename(dir / "model-00002-of-00002.safetensors", dir / "sub/b.safetensors");
+    write_bytes(index, R"({"weight_map": {"a": "./model-00001-of-00002.safetensors", "b": "sub/b.safetensors"}})");
+    CHECK(load_sharded(index).size() == 2);
   }
   SUBCASE("missing tensor in a checkpoint") {
     CHECK(error_of([&] { SafetensorsCheckpoint(dir.path.string()).load("c"); }) ==

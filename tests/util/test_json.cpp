@@ -1,5 +1,5 @@
 // JSON through util/json.hpp: parsing (kinds, escapes, UTF-8, errors with line and column,
-// duplicate keys, depth), writing, typed access, equality and JsonFields.
+// duplicate keys, depth), SAX parsing, writing, typed access, equality and JsonFields.
 #include "util/json.hpp"
 #include "tests/support.hpp"
 
@@ -162,6 +162,90 @@ TEST_CASE("json: duplicate keys and nesting depth") {
   CHECK(parse_json(ok).is_array());
   options.max_depth = 2;
   CHECK(error_of([&] { parse_json(R"({"a": [{}]})", options); }) == "[json] line 1, column 8: nesting deeper than 2 levels");
+}
+
+namespace {
+
+// The events of a SAX parse as text: {"a": [1, -2]} gives "{ a: [ 1u -2 ] }". A key named "stop"
+// ends the parse, one named "bad" is refused at its position.
+struct EventLog final : JsonSax {
+  std::string log;
+  bool null() override { return add("null"); }
+  bool boolean(bool value) override { return add(value ? "true" : "false"); }
+  bool number_integer(number_integer_t value) override { return add(cat(value)); }
+  bool number_unsigned(number_unsigned_t value) override { return add(cat(value, "u")); }
+  bool number_float(number_float_t value, const string_t&) override { return add(cat(value, "f")); }
+  bool string(string_t& value) override { return add("\"" + value + "\""); }
+  bool start_object(size_t) override { return add("{"); }
+  bool key(string_t& key) override {
+    if (key == "bad") key_error("no keys named 'bad'");
+    return add(key + ":") && key != "stop";
+  }
+  bool end_object() override { return add("}"); }
+  bool start_array(size_t) override { return add("["); }
+  bool end_array() override { return add("]"); }
+  bool add(const std::string& event) {
+    log += (log.empty() ? "" : " ") + event;
+    return true;
+  }
+};
+
+// The JsonParseError a parse throws, as "reason @ line:column/offset".
+template <class F>
+std::string parse_error_of(F&& parse) {
+  try {
+    parse();
+  } catch (const JsonParseError& e) {
+    return cat(e.reason(), " @ ", e.line(), ":", e.column(), "/", e.offset());
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("json: sax_parse_json gives the events, and parse_json's errors at the same positions") {
+  EventLog events;
+  sax_parse_json(R"( {"a": [1, -2, 2.5, "x", true, null], "b": {"a": {}, "a": []}} )", events);
+  CHECK(events.log == "{ a: [ 1u -2 2.5f \"x\" true null ] b: { a: { } a: [ ] } }");  // repeated keys pass
+
+  const std::string_view texts[] = {"",         "[1, 2",         "{\"a\":1,}", "tru",           "1 2",
+                                    "01",       "[\"\xc3\xa9\", x]", "[\n\n   }",   "[1, 1e400]",    "{\"a\":\n -1E999}",
+                                    "{\"a\" 1}", "[1] x",         "\"\\ud800\"", "[[[[[[[[[[[[[]"};
+  for (std::string_view text : texts) {
+    INFO(text);
+    EventLog sax;
+    const std::string error = parse_error_of([&] { sax_parse_json(text, sax); });
+    CHECK(error != "(no error)");
+    CHECK(error == parse_error_of([&] { parse_json(text); }));
+  }
+  EventLog sax;
+  CHECK(parse_error_of([&] { sax_parse_json("[\n\n   }", sax); }) ==
+        "syntax error while parsing value - unexpected '}'; expected '[', '{', or a literal @ 3:4/6");
+  CHECK(parse_error_of([&] { sax_parse_json("[1,\n 1e400]", sax); }) == "number 1e400 is too large for a double @ 2:2/5");
+  CHECK(parse_error_of([&] { sax_parse_json(std::string(600, '['), sax); }) ==
+        "nesting deeper than 512 levels @ 1:513/512");
+  CHECK(parse_error_of([&] { sax_parse_json("{\"a\": [{}]}", sax, 2); }) == "nesting deeper than 2 levels @ 1:8/7");
+
+  // A handler's positioned error names the key's opening quote; its own errors pass unchanged;
+  // returning false ends the parse quietly.
+  CHECK(parse_error_of([&] { sax_parse_json(R"({"x\"": 1, "bad": 2})", sax); }) == "no keys named 'bad' @ 1:12/11");
+  struct Refuses final : JsonSax {
+    bool null() override { fail("test", "no nulls"); }
+    bool boolean(bool) override { return true; }
+    bool number_integer(number_integer_t) override { return true; }
+    bool number_unsigned(number_unsigned_t) override { return true; }
+    bool number_float(number_float_t, const string_t&) override { return true; }
+    bool string(string_t&) override { return true; }
+    bool start_object(size_t) override { return true; }
+    bool key(string_t&) override { return true; }
+    bool end_object() override { return true; }
+    bool start_array(size_t) override { return true; }
+    bool end_array() override { return true; }
+  } refuses;
+  CHECK(error_of([&] { sax_parse_json("[1, null, ", refuses); }) == "[test] no nulls");
+  EventLog stops;
+  sax_parse_json(R"({"a": 1, "stop": 2, "z": [)", stops);
+  CHECK(stops.log == "{ a: 1u stop:");
 }
 
 TEST_CASE("json: building values and writing them") {
