@@ -69,14 +69,14 @@ int bench_attention(const Args& args) {
   options.add_options()
       ("help,h", "this message")
       ("json", "print one JSON object instead of a table")
-      ("batch", po::value<int64_t>()->default_value(4), "batch rows B")
-      ("seq", po::value<int64_t>()->default_value(512), "sequence length T")
+      ("batch-size", po::value<int64_t>()->default_value(4), "batch rows B")
+      ("seq-len", po::value<int64_t>()->default_value(512), "sequence length T")
       ("heads", po::value<int64_t>()->default_value(8), "query heads H")
       ("kv-heads", po::value<int64_t>()->default_value(0), "kv heads (0: as many as query heads)")
       ("dim", po::value<int64_t>()->default_value(64), "head dim d")
       ("non-causal", "attend to every key (default: causal)")
       ("repeat", po::value<int>()->default_value(5), "timed runs of each kind and implementation (median)")
-      ("kinds", po::value<std::string>()->default_value("softmax,sink,affine"), "comma-separated kinds")
+      ("attention", po::value<std::string>()->default_value("softmax,sink,affine"), "comma-separated attention kinds")
       ("impls", po::value<std::string>()->default_value("fused,composed"), "comma-separated implementations")
       ("dtype", po::value<std::string>()->default_value("f32"), "f32 | bf16")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N");
@@ -86,7 +86,7 @@ int bench_attention(const Args& args) {
     return 0;
   }
   const bool json = vm.count("json") > 0, causal = vm.count("non-causal") == 0;
-  const int64_t batch = vm["batch"].as<int64_t>(), seq = vm["seq"].as<int64_t>(), heads = vm["heads"].as<int64_t>(),
+  const int64_t batch = vm["batch-size"].as<int64_t>(), seq = vm["seq-len"].as<int64_t>(), heads = vm["heads"].as<int64_t>(),
                 dim = vm["dim"].as<int64_t>();
   const int64_t kv_heads = vm["kv-heads"].as<int64_t>() == 0 ? heads : vm["kv-heads"].as<int64_t>();
   const int repeat = vm["repeat"].as<int>();
@@ -94,7 +94,7 @@ int bench_attention(const Args& args) {
   check(kv_heads >= 1 && heads % kv_heads == 0, "bench attention", "--heads ", heads,
         " must be a multiple of --kv-heads ", kv_heads);
   check(repeat >= 1, "bench attention", "--repeat must be positive, got ", repeat);
-  const std::vector<std::string> kinds = split_list(vm["kinds"].as<std::string>());
+  const std::vector<std::string> kinds = split_list(vm["attention"].as<std::string>());
   const std::vector<std::string> impls = split_list(vm["impls"].as<std::string>());
   for (const std::string& k : kinds)
     check(k == "softmax" || k == "sink" || k == "affine", "bench attention", "unknown kind '", k,

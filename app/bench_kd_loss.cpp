@@ -121,7 +121,7 @@ int bench_kd_loss(const Args& args) {
       ("json", "print one JSON object instead of a table")
       ("tokens", po::value<int64_t>()->default_value(2048), "tokens N (rows of the logits)")
       ("vocab", po::value<int64_t>()->default_value(32768), "vocabulary V (columns)")
-      ("kind", po::value<std::string>()->default_value("fkl"), "KD loss: fkl, rkl, jsd or jsd:<beta>")
+      ("loss", po::value<std::string>()->default_value("fkl"), "KD loss: fkl, rkl, jsd or jsd:<beta>")
       ("temperature", po::value<double>()->default_value(1.0), "temperature tau")
       ("kd-ratio", po::value<double>()->default_value(1.0), "weight of KD against CE")
       ("repeat", po::value<int>()->default_value(5), "timed runs of each variant (the median is reported)")
@@ -138,7 +138,7 @@ int bench_kd_loss(const Args& args) {
         vocab);
   check(repeat >= 1, "bench kd-loss", "--repeat must be positive, got ", repeat);
   train::LossConfig config;
-  train::set_kd_loss(config, vm["kind"].as<std::string>());
+  train::set_kd_loss(config, vm["loss"].as<std::string>());
   config.temperature = vm["temperature"].as<double>();
   config.kd_ratio = vm["kd-ratio"].as<double>();
   const Device device = device_option(vm["device"].as<std::string>());

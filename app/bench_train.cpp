@@ -114,12 +114,12 @@ int bench_train(const Args& args) {
   options.add_options()
       ("help,h", "this message")
       ("json", "print one JSON object instead of a table")
-      ("batch", po::value<int64_t>()->default_value(8), "sequences per step")
+      ("batch-size", po::value<int64_t>()->default_value(8), "sequences per step")
       ("seq-len", po::value<int64_t>()->default_value(128), "tokens per sequence")
       ("steps", po::value<int>()->default_value(10), "timed steps of each side (the median is reported)")
       ("warmup", po::value<int>()->default_value(2), "untimed steps of each side first")
       ("block", po::value<int>()->default_value(1), "steps per turn when cotan and PyTorch alternate")
-      ("kind", po::value<std::string>()->default_value("affine"), kind_help.c_str())
+      ("attention", po::value<std::string>()->default_value("affine"), kind_help.c_str())
       ("phi", po::value<std::string>()->default_value("linear_clip"), "affine kinds: linear_clip or sigmoid")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (PyTorch: CPU only)")
       ("dtype", po::value<std::string>()->default_value("f32"), "compute dtype: f32 or bf16 (f32 master weights)")
@@ -136,9 +136,9 @@ int bench_train(const Args& args) {
     return 0;
   }
   const bool json = vm.count("json") > 0;
-  const int64_t batch = vm["batch"].as<int64_t>(), seq_len = vm["seq-len"].as<int64_t>();
+  const int64_t batch = vm["batch-size"].as<int64_t>(), seq_len = vm["seq-len"].as<int64_t>();
   const int steps = vm["steps"].as<int>(), warmup = vm["warmup"].as<int>(), block = vm["block"].as<int>();
-  check(batch >= 1 && seq_len >= 1, "bench train", "--batch and --seq-len must be positive, got ", batch, " and ",
+  check(batch >= 1 && seq_len >= 1, "bench train", "--batch-size and --seq-len must be positive, got ", batch, " and ",
         seq_len);
   check(steps >= 1 && warmup >= 0 && block >= 1, "bench train",
         "--steps and --block must be positive and --warmup not negative");
@@ -155,7 +155,7 @@ int bench_train(const Args& args) {
   check(!(vm.count("torch") && compute != DType::f32), "bench train", "--torch compares with --dtype f32 only");
 
   nn::ModelConfig teacher_config = nn::preset(kTeacher), student_config = nn::preset(kStudent);
-  student_config.attention.kind = nn::parse_attention_kind(vm["kind"].as<std::string>());
+  student_config.attention.kind = nn::parse_attention_kind(vm["attention"].as<std::string>());
   student_config.attention.phi = nn::parse_alpha_fn(vm["phi"].as<std::string>());
   check(seq_len <= student_config.max_position_embeddings, "bench train", "--seq-len ", seq_len, " exceeds the ",
         student_config.max_position_embeddings, " positions of ", kStudent);

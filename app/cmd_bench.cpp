@@ -23,12 +23,6 @@ constexpr Benchmark benchmarks[] = {
     {"train", bench_train, "the tiny student's distillation step: tokens/s, against eager PyTorch"},
 };
 
-std::string names() {
-  std::string out;
-  for (const Benchmark& b : benchmarks) out += (out.empty() ? "" : ", ") + std::string(b.name);
-  return out;
-}
-
 void print_help(std::ostream& out) {
   out << "usage: cotan bench <benchmark> [args]\n"
          "\n"
@@ -41,8 +35,14 @@ void print_help(std::ostream& out) {
 
 }  // namespace
 
+std::string bench_names() {
+  std::string out;
+  for (const Benchmark& b : benchmarks) out += (out.empty() ? "" : ", ") + std::string(b.name);
+  return out;
+}
+
 int cmd_bench(const Args& args) {
-  if (args.empty()) fail("bench", "which benchmark? expected one of: ", names(), " (see cotan bench --help)");
+  if (args.empty()) fail("bench", "which benchmark? expected one of: ", bench_names(), " (see cotan bench --help)");
   const std::string_view name = args.front();
   if (name == "--help" || name == "-h" || name == "help") {
     print_help(std::cout);
@@ -51,7 +51,7 @@ int cmd_bench(const Args& args) {
   for (const Benchmark& b : benchmarks) {
     if (b.name == name) return b.run(Args(args.begin() + 1, args.end()));
   }
-  fail("bench", "unknown benchmark '", name, "' (expected one of: ", names(), ")");
+  fail("bench", "unknown benchmark '", name, "' (expected one of: ", bench_names(), ")");
 }
 
 }  // namespace cotan::app

@@ -31,15 +31,15 @@ void add_training_options(po::options_description& opts, train::TrainConfig& c, 
       "grad-accum", po::value(&c.grad_accum)->default_value(c.grad_accum), "micro-batches per optimizer step")(
       "seq-len", po::value(&c.seq_len)->default_value(c.seq_len), "tokens per sequence")(
       "seed", po::value(&seed)->default_value(std::to_string(c.seed)), "data order and initialisation seed, in [0, 2^64)")(
-      "lr", po::value(&c.schedule.lr)->default_value(c.schedule.lr), "peak learning rate")(
+      "lr", po::value(&c.schedule.lr)->default_value(c.schedule.lr, shown(c.schedule.lr)), "peak learning rate")(
       "warmup", po::value(&c.schedule.warmup_steps)->default_value(c.schedule.warmup_steps), "warmup steps")(
-      "decay-fraction", po::value(&c.schedule.decay_fraction)->default_value(c.schedule.decay_fraction),
+      "decay-fraction", po::value(&c.schedule.decay_fraction)->default_value(c.schedule.decay_fraction, shown(c.schedule.decay_fraction)),
       "fraction of steps in the final decay")(
-      "weight-decay", po::value(&c.adamw.weight_decay)->default_value(c.adamw.weight_decay), "AdamW weight decay")(
-      "clip", po::value(&c.clip)->default_value(c.clip), "global gradient-norm clipping (0: off)")(
+      "weight-decay", po::value(&c.adamw.weight_decay)->default_value(c.adamw.weight_decay, shown(c.adamw.weight_decay)), "AdamW weight decay")(
+      "clip", po::value(&c.clip)->default_value(c.clip, shown(c.clip)), "global gradient-norm clipping (0: off)")(
       "loss", po::value(&loss_spec)->default_value("fkl"), "fkl | rkl | jsd[:beta]")(
-      "temperature", po::value(&c.loss.temperature)->default_value(c.loss.temperature), "KD temperature")(
-      "kd-ratio", po::value(&c.loss.kd_ratio)->default_value(c.loss.kd_ratio), "weight of KD against cross-entropy")(
+      "temperature", po::value(&c.loss.temperature)->default_value(c.loss.temperature, shown(c.loss.temperature)), "KD temperature")(
+      "kd-ratio", po::value(&c.loss.kd_ratio)->default_value(c.loss.kd_ratio, shown(c.loss.kd_ratio)), "weight of KD against cross-entropy")(
       "slice-teacher-vocab", po::bool_switch(&c.loss.slice_teacher_vocab), "drop a larger teacher vocabulary's extra rows")(
       "eval-every", po::value(&c.eval_every)->default_value(c.eval_every), "evaluate every N steps (0: at the end)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),

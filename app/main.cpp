@@ -28,7 +28,7 @@ constexpr Command commands[] = {
     {"pretrain", cotan::app::cmd_pretrain, "train a model (a teacher) with cross-entropy"},
     {"params", cotan::app::cmd_params, "parameter count of a config and its attention kind's overhead"},
     {"tokenize", cotan::app::cmd_tokenize, "turn text files or directories into token shards"},
-    {"bench", cotan::app::cmd_bench, "benchmarks: matmul, ops, attention, kd-loss"},
+    {"bench", cotan::app::cmd_bench, "benchmarks:"},  // their names follow, from app/cmd_bench.cpp
 };
 
 void print_help(std::ostream& out) {
@@ -36,7 +36,8 @@ void print_help(std::ostream& out) {
          "\n"
          "commands:\n";
   for (const Command& c : commands) {
-    out << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary << "\n";
+    out << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary
+        << (c.name == "bench" ? " " + cotan::app::bench_names() : "") << "\n";
   }
   out << "  help        this message (also --help, -h)\n"
          "  --version   print the version\n"

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <thread>
 
 #include "tensor/ops.hpp"
@@ -56,6 +57,12 @@ void check_number(std::string_view option, double value, double lo, double hi, b
   if (std::isfinite(value) && (lo_open ? value > lo : value >= lo) && value <= hi) return;
   out_of_range(option, cat(value), cat("a number in ", lo_open ? "(" : "[", bound(lo), ", ", bound(hi), std::isinf(hi) ? ")" : "]"),
                note);
+}
+
+std::string shown(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
 }
 
 uint64_t parse_u64_option(std::string_view option, const std::string& text) {

@@ -32,6 +32,10 @@ void check_integer(std::string_view option, int64_t value, int64_t lo, int64_t h
 void check_number(std::string_view option, double value, double lo, double hi, bool lo_open = false,
                  std::string_view note = "");
 
+// A double as a person writes it (%g: 0.003, 1e-08), for default_value's text: Boost would show
+// 0.0030000000000000001.
+std::string shown(double value);
+
 // An unsigned 64-bit integer written in decimal digits (no sign).
 uint64_t parse_u64_option(std::string_view option, const std::string& text);
 

@@ -1,6 +1,7 @@
 #include "train/study.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -292,6 +293,22 @@ struct StudentContext {
   int64_t softmax_params = 0;
 };
 
+// A variant's folder name, safe in a shell: "affine(linear_clip)" -> "affine-linear_clip" (every run
+// of other characters than letters, digits, '.', '_' and '-' becomes one '-', none at the end).
+std::string run_folder(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    const bool safe = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+    if (safe) {
+      out += ch;
+    } else if (!out.empty() && out.back() != '-') {
+      out += '-';
+    }
+  }
+  while (!out.empty() && out.back() == '-') out.pop_back();
+  return out;
+}
+
 // One student of one variant and seed, trained (or resumed) in run_dir/<variant>[-seedN] with
 // the same data order as the others, then analysed and saved to its model/ folder. nullopt when
 // interrupted.
@@ -304,7 +321,7 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
   TrainConfig c = config.train;
   c.steps = config.student_steps;
   c.seed = config.train.seed + uint64_t(seed);
-  c.run_dir = (ctx.run_dir / (variant.name + (config.seeds > 1 ? "-seed" + std::to_string(seed) : ""))).string();
+  c.run_dir = (ctx.run_dir / (run_folder(variant.name) + (config.seeds > 1 ? "-seed" + std::to_string(seed) : ""))).string();
   const bool resume = config.resume && has_checkpoint(c.run_dir);
   c.existing = config.resume ? ExistingRun::replace : ExistingRun::refuse;
   std::cout << "student: " << variant.name << " (seed " << c.seed << ")" << (resume ? ", resuming" : "") << "\n"

@@ -5,7 +5,8 @@
 // Run directory:
 //   study.json           the command line and the config: everything that determines the results
 //   teacher/             the teacher's run (trainer.hpp), when it was pretrained here
-//   <variant>[-seedN]/   one student's run, and model/ with its final weights
+//   <variant>[-seedN]/   one student's run, and model/ with its final weights; the folder is the
+//                        variant's name made shell-safe: affine-linear_clip for affine(linear_clip)
 //   table.md, table.csv, kd_loss.png, grad_norm.png, first_token_weight.png, entropy.png, alpha_*.png
 // Ctrl-C ends the study once the current run has written its checkpoint. Resuming (`resume`,
 // `cotan distill --resume DIR`) needs the config of study.json: finished runs are read back from

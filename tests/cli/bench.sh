@@ -39,10 +39,10 @@ d = json.load(open(sys.argv[1]))["max_relative_difference"]
 sys.exit(0 if sorted(d) == ["affine", "sink", "softmax"] and max(d.values()) < float(sys.argv[2]) else 1)
 PY
   }
-  check_agreement 1e-5 "$COTAN" bench attention --seq 70 --batch 1 --heads 4 --kv-heads 2 --repeat 1
+  check_agreement 1e-5 "$COTAN" bench attention --seq-len 70 --batch-size 1 --heads 4 --kv-heads 2 --repeat 1
   for d in 64 128; do
     COTAN_CUDA_EMULATOR=1 check_agreement 2e-2 "$COTAN" bench attention --device cuda --dtype bf16 --dim $d \
-      --seq 70 --batch 1 --heads 2 --kv-heads 1 --repeat 1
+      --seq-len 70 --batch-size 1 --heads 2 --kv-heads 1 --repeat 1
   done
 }
 

@@ -84,7 +84,7 @@ case_emulated_distill() {
   COTAN_CUDA_EMULATOR=1 distill --device cuda --attention affine --run-dir "$WORK/cuda" > /dev/null 2> "$STDERR" ||
     fail "the emulated CUDA study failed: $(cat "$STDERR")"
   [ -s "$WORK/cuda/table.md" ] || fail "no table"
-  for run in teacher 'affine(linear_clip)' 'affine(sigmoid)'; do
+  for run in teacher affine-linear_clip affine-sigmoid; do
     losses "$WORK/cpu/$run/metrics.jsonl" > "$ROOT/cpu.txt"
     losses "$WORK/cuda/$run/metrics.jsonl" > "$ROOT/cuda.txt"
     expect_close "$ROOT/cuda.txt" "$ROOT/cpu.txt" 1e-4 "$run: CPU and emulated CUDA losses"

@@ -59,16 +59,16 @@ case_distill_ctrl_c() {
   distill $args --run-dir "$WORK/whole" > /dev/null 2>&1 || fail "the uninterrupted study failed"
   (EXEC=exec; distill $args --run-dir "$WORK/study") > "$STDOUT" 2> "$STDERR" &
   pid=$!
-  second="$WORK/study/affine(sigmoid)"
+  second="$WORK/study/affine-sigmoid"
   wait_for_lines "$second/metrics.jsonl" 5 $pid || fail "the second student did not start"
   interrupt $pid "$second/checkpoint"
-  remember "$WORK/study/affine(linear_clip)/checkpoint"
+  remember "$WORK/study/affine-linear_clip/checkpoint"
   continue_run
   grep -qF "student: affine(sigmoid) (seed 0), resuming" "$STDOUT" || fail "the second student was not resumed"
-  check_unchanged "$WORK/study/affine(linear_clip)/checkpoint"
+  check_unchanged "$WORK/study/affine-linear_clip/checkpoint"
   cmp -s "$WORK/whole/table.md" "$WORK/study/table.md" || fail "table.md differs from the uninterrupted study's"
   cmp -s "$WORK/whole/table.csv" "$WORK/study/table.csv" || fail "table.csv differs from the uninterrupted study's"
-  for run in "affine(linear_clip)" "affine(sigmoid)"; do
+  for run in affine-linear_clip affine-sigmoid; do
     deterministic_metrics "$WORK/whole/$run/metrics.jsonl" > "$ROOT/whole.jsonl"
     deterministic_metrics "$WORK/study/$run/metrics.jsonl" > "$ROOT/run.jsonl"
     cmp -s "$ROOT/whole.jsonl" "$ROOT/run.jsonl" || fail "$run: the metrics differ from the uninterrupted study's"

@@ -59,4 +59,17 @@ case_threads_on_every_command() {
   pretrain --threads 1 --run-dir "$WORK/run" > /dev/null 2> "$STDERR" || fail "pretrain --threads 1 failed: $(cat "$STDERR")"
 }
 
+# Help shows defaults as written, and the top-level help every command and benchmark.
+case_help_defaults() {
+  "$COTAN" pretrain --help > "$STDOUT" || fail "pretrain --help failed"
+  grep -qF -- "--lr arg (=0.003)" "$STDOUT" || fail "--lr's default is not shown as 0.003: $(grep -- --lr "$STDOUT")"
+  grep -qF -- "--weight-decay arg (=0.1)" "$STDOUT" || fail "--weight-decay's default: $(grep -- --weight-decay "$STDOUT")"
+  ! grep -q "0000000" "$STDOUT" || fail "a default printed with all its binary digits: $(grep 0000000 "$STDOUT")"
+  "$COTAN" --help > "$STDOUT" || fail "--help failed"
+  grep -qF "benchmarks: matmul, ops, attention, kd-loss, train" "$STDOUT" || fail "the help lacks a benchmark: $(cat "$STDOUT")"
+  for option in --attention --batch-size --seq-len; do
+    "$COTAN" bench attention --help | grep -qF -- "$option" || fail "bench attention has no $option"
+  done
+}
+
 run_case

@@ -7,7 +7,8 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 packages=(libeigen3-dev libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 doctest-dev
           libboost1.74-dev libboost-program-options1.74-dev libboost-program-options1.74.0
-          libboost-context1.74-dev libboost-context1.74.0 fortunes fortunes-min)
+          libboost-context1.74-dev libboost-context1.74.0 libxxhash-dev libxxhash0 nlohmann-json3-dev
+          fortunes fortunes-min)
 mkdir -p .gpu-debs
 cd .gpu-debs
 apt-get download "${packages[@]}"
