@@ -35,6 +35,7 @@ Json MetricsRecord::to_json() const {
   if (eval)
     j["eval"] = {{"kd", finite_or_null(eval->kd)}, {"ce", finite_or_null(eval->ce)}, {"ppl", finite_or_null(eval->ppl)}};
   j["tokens_per_s"] = finite_or_null(step.tokens_per_s);
+  j["elapsed_s"] = finite_or_null(step.elapsed_s);
   return j;
 }
 
@@ -49,6 +50,7 @@ MetricsRecord MetricsRecord::from_json(const Json& json, std::string_view source
   r.step.teacher_entropy = read_number(f, "teacher_entropy");
   r.step.grad_norm = read_number(f, "grad_norm");
   r.step.tokens_per_s = read_number(f, "tokens_per_s");
+  r.step.elapsed_s = f.optional("elapsed_s", 0.0);
   if (const Json* layers = f.find("alpha")) {
     if (!layers->is_array()) f.error("field 'alpha' must be an array, got ", kind_name(*layers));
     for (size_t i = 0; i < layers->size(); ++i) {

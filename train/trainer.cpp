@@ -216,27 +216,33 @@ void adopt_checkpoint(const fs::path& run_dir, const fs::path& chosen, int64_t s
 // Keeps the metrics of steps before `step`, so a resumed run's file equals an uninterrupted one.
 // A last line that does not parse (torn by a crash or a full disk) is dropped, saying so; any
 // other bad line is an error naming the file and the line.
-void truncate_metrics(const fs::path& path, int64_t step) {
+// Returns the elapsed_s of the last row kept (0 when none), where the resumed run's clock goes on.
+double truncate_metrics(const fs::path& path, int64_t step) {
   std::ifstream in(path);
-  if (!in) return;
+  if (!in) return 0;
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(std::move(line));
   in.close();
   while (!lines.empty() && lines.back().empty()) lines.pop_back();
   std::string kept;
+  double elapsed = 0;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (lines[i].empty()) continue;
-    int64_t row_step = 0;
+    StepRecord row;
     try {
-      row_step = read_metrics_line(lines[i], path, int64_t(i + 1)).step.step;
+      row = read_metrics_line(lines[i], path, int64_t(i + 1)).step;
     } catch (const Error& e) {
       if (i + 1 < lines.size()) throw;
       std::cerr << "dropping the torn last line " << i + 1 << " of " << path.string() << " (" << e.what() << ")\n";
       break;
     }
-    if (row_step < step) kept += lines[i] + "\n";
+    if (row.step < step) {
+      kept += lines[i] + "\n";
+      elapsed = row.elapsed_s;
+    }
   }
   write_file_atomically(path.string(), {kept}, "train");
+  return elapsed;
 }
 
 std::vector<AlphaStat> alpha_stats(const nn::State& st) {
@@ -515,9 +521,10 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   state = nn::to(state, device);
 
   const fs::path metrics_path = run_dir / "metrics.jsonl";
+  double elapsed_before = 0;  // the run's wall time before this process resumed it
   if (resume) {
     adopt_checkpoint(run_dir, saved_dir, start);
-    truncate_metrics(metrics_path, start);
+    elapsed_before = truncate_metrics(metrics_path, start);
   }
   AppendFile metrics(metrics_path.string(), "train");
   state.training = true;
@@ -556,6 +563,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
     rec.tokens_per_s = double(config.batch_size * config.grad_accum * config.seq_len) / std::max(seconds, 1e-9);
+    rec.elapsed_s = elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.steps.push_back(rec);
 
     MetricsRecord row{rec, alpha_stats(state), std::nullopt};

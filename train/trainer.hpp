@@ -4,7 +4,7 @@
 //
 // Run directory:
 //   metrics.jsonl      one JSON object per step: step, lr, loss, kd, ce, teacher_entropy,
-//                      grad_norm (before clipping), tokens_per_s, alpha (mean and std per layer);
+//                      grad_norm (before clipping), tokens_per_s, elapsed_s, alpha (mean and std per layer);
 //                      evaluation rows add "eval": {kd, ce, ppl}. Everything but tokens_per_s and
 //                      elapsed_s is a deterministic function of the seed.
 //   .lock              flock'ed while a run uses the directory; holds its pid and command line
@@ -87,6 +87,7 @@ struct Teacher {
 struct StepRecord {
   int64_t step = 0;
   double lr = 0, loss = 0, kd = 0, ce = 0, teacher_entropy = 0, grad_norm = 0, tokens_per_s = 0;
+  double elapsed_s = 0;  // wall time of the run up to the end of this step, resumed parts included
 };
 
 struct EvalRecord {
@@ -104,7 +105,7 @@ struct AlphaStat {
 // One line of metrics.jsonl:
 //   {"step": 3, "lr": ..., "loss": ..., "kd": ..., "ce": ..., "teacher_entropy": ..., "grad_norm": ...,
 //    "alpha": [{"name": ..., "mean": ..., "std": ...}, ...], "eval": {"kd": ..., "ce": ..., "ppl": ...},
-//    "tokens_per_s": ...}
+//    "tokens_per_s": ..., "elapsed_s": ...}  (elapsed_s is optional on reading: earlier files lack it)
 // "eval" only on evaluation steps (its step is the row's). JSON has no NaN or Infinity: a
 // non-finite number is written as null and reads back as NaN.
 struct MetricsRecord {

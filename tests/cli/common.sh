@@ -111,9 +111,9 @@ checkpoint_step() {  # CHECKPOINT_DIR
   sed -n 's/^  "step": \([0-9]*\),*$/\1/p' "$1/trainer.json"
 }
 
-# metrics.jsonl without the timing field.
+# metrics.jsonl without the timing fields.
 deterministic_metrics() {  # FILE
-  sed 's/,"tokens_per_s":[^,}]*//' "$1"
+  sed 's/,"tokens_per_s":[^,}]*//; s/,"elapsed_s":[^,}]*//' "$1"
 }
 
 run_case() {

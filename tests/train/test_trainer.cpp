@@ -71,7 +71,7 @@ std::string deterministic_metrics(const std::string& dir) {
     Json row = parse_json(line);
     Json kept = Json::object();
     for (const auto& [key, value] : row.items())
-      if (key != "tokens_per_s") kept[key] = value;
+      if (key != "tokens_per_s" && key != "elapsed_s") kept[key] = value;
     out += kept.dump() + "\n";
   }
   return out;
@@ -292,17 +292,18 @@ TEST_CASE("the objective: one function for the training step and evaluation") {
 
 TEST_CASE("metrics records: one JSON object per line, read back exactly") {
   MetricsRecord r;
-  r.step = {12, 3e-3, 2.5, 2.25, 0.1 + 0.2, 1.0 / 3.0, 0.75, 1234.5};
+  r.step = {12, 3e-3, 2.5, 2.25, 0.1 + 0.2, 1.0 / 3.0, 0.75, 1234.5, 98.25};
   r.alpha = {{"model.layers.0.self_attn.alpha_ma", 0.125, 1e-3}, {"model.layers.1.self_attn.alpha_ma", 0.5, 0}};
   r.eval = EvalRecord{12, 2.0, 3.0, std::exp(3.0)};
   const std::string line = r.to_json().dump();
   CHECK(line.starts_with(R"({"step":12,"lr":0.003,"loss":2.5,"kd":2.25,"ce":0.30000000000000004,)"));
-  CHECK(line.ends_with(R"(,"tokens_per_s":1234.5})"));
+  CHECK(line.ends_with(R"(,"tokens_per_s":1234.5,"elapsed_s":98.25})"));
   const MetricsRecord back = MetricsRecord::from_json(parse_json(line), "m.jsonl line 1");
   CHECK(back.step.step == 12);
   CHECK(back.step.ce == 0.1 + 0.2);
   CHECK(back.step.teacher_entropy == 1.0 / 3.0);
   CHECK(back.step.tokens_per_s == 1234.5);
+  CHECK(back.step.elapsed_s == 98.25);
   REQUIRE(back.alpha.size() == 2);
   CHECK(back.alpha[1].name == "model.layers.1.self_attn.alpha_ma");
   CHECK(back.alpha[0].std == 1e-3);
@@ -434,6 +435,11 @@ TEST_CASE("resume survives a torn metrics line and leftovers of a crash; the las
   rest.keep_checkpoints = 3;
   r.run(rest, true);
   CHECK(deterministic_metrics(rest.run_dir) == deterministic_metrics(full.run_dir));
+  // elapsed_s runs on across the resume: positive and never decreasing.
+  const TrainResult history = read_metrics(rest.run_dir);
+  REQUIRE(history.steps.size() == 8);
+  CHECK(history.steps.front().elapsed_s > 0);
+  for (size_t i = 1; i < history.steps.size(); ++i) CHECK(history.steps[i].elapsed_s >= history.steps[i - 1].elapsed_s);
   CHECK_FALSE(fs::exists(fs::path(c.run_dir) / "checkpoint.tmp"));
   CHECK_FALSE(fs::exists(fs::path(c.run_dir) / "checkpoint.old"));
   // A torn line that is not the last one is an error naming the file and the line.
