@@ -264,7 +264,7 @@ int cmd_distill(const Args& args) {
   set_kd_loss(s.train.loss, loss_spec);
   s.train.device = device_option(device);
   s.train.compute_dtype = dtype_option(dtype);
-  s.train.progress = false;
+  s.train.progress = isatty(STDERR_FILENO);  // a live bar on a terminal, plain lines in logs
   if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
   if (!attention.empty()) {
     nn::AttentionKind kind{};

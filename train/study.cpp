@@ -252,6 +252,8 @@ std::optional<nn::LoadedModel> teacher_weights(const StudyConfig& config, const 
     return nn::load_model_dir(teacher_dir.string());
   }
   tc.run_dir = (run_dir / "teacher").string();
+  tc.progress_label = "teacher";
+  tc.steps_after = int64_t(config.variants.size()) * config.seeds * config.student_steps;
   const bool resume = config.resume && has_checkpoint(tc.run_dir);
   // A resumed study starts a run that had no checkpoint yet over again.
   tc.existing = config.resume ? ExistingRun::replace : ExistingRun::refuse;
@@ -312,7 +314,8 @@ std::string run_folder(const std::string& name) {
 // One student of one variant and seed, trained (or resumed) in run_dir/<variant>[-seedN] with
 // the same data order as the others, then analysed and saved to its model/ folder. nullopt when
 // interrupted.
-std::optional<RunOutcome> distill_student(const StudentContext& ctx, const StudyVariant& variant, int64_t seed) {
+std::optional<RunOutcome> distill_student(const StudentContext& ctx, const StudyVariant& variant, int64_t seed,
+                                          int64_t index) {
   const StudyConfig& config = ctx.config;
   nn::ModelConfig sc = ctx.in.student;
   sc.attention = variant.attention;
@@ -324,6 +327,9 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
   c.run_dir = (ctx.run_dir / (run_folder(variant.name) + (config.seeds > 1 ? "-seed" + std::to_string(seed) : ""))).string();
   const bool resume = config.resume && has_checkpoint(c.run_dir);
   c.existing = config.resume ? ExistingRun::replace : ExistingRun::refuse;
+  const int64_t runs = int64_t(config.variants.size()) * config.seeds;
+  c.progress_label = cat("student ", index + 1, "/", runs, " ", variant.name);
+  c.steps_after = (runs - index - 1) * config.student_steps;
   std::cout << "student: " << variant.name << " (seed " << c.seed << ")" << (resume ? ", resuming" : "") << "\n"
             << std::flush;
   Generator gen(1000 + uint64_t(seed));
@@ -357,7 +363,8 @@ std::optional<Outcomes> distill_students(const StudentContext& ctx) {
   Outcomes outcomes(ctx.config.variants.size());
   for (size_t v = 0; v < ctx.config.variants.size(); ++v) {
     for (int64_t seed = 0; seed < ctx.config.seeds; ++seed) {
-      std::optional<RunOutcome> out = distill_student(ctx, ctx.config.variants[v], seed);
+      std::optional<RunOutcome> out =
+          distill_student(ctx, ctx.config.variants[v], seed, int64_t(v) * ctx.config.seeds + seed);
       if (!out) return std::nullopt;
       outcomes[v].push_back(std::move(*out));
       if (stop_requested().load()) return std::nullopt;

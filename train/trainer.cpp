@@ -593,16 +593,21 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     int64_t done = step + 1 - start, left = config.steps - step - 1;
     double eta = elapsed / double(done) * double(left);
+    // The job's ETA counts its later runs at this run's pace.
+    const std::string label = config.progress_label.empty() ? "" : config.progress_label + "  ";
+    const std::string job_eta =
+        config.steps_after > 0 ? "  all ETA " + format_duration(eta + elapsed / double(done) * double(config.steps_after)) : "";
     if (bar) {
       int width = 30, filled = int(double(width) * double(step + 1) / double(config.steps));
-      std::fprintf(stderr, "\r[%s%s] %lld/%lld loss %.4f  %.0f tok/s  ETA %s ", std::string(size_t(filled), '#').c_str(),
-                   std::string(size_t(width - filled), '.').c_str(), (long long)(step + 1), (long long)config.steps,
-                   rec.loss, rec.tokens_per_s, format_duration(eta).c_str());
+      std::fprintf(stderr, "\r%s[%s%s] %lld/%lld loss %.4f  %.0f tok/s  ETA %s%s ", label.c_str(),
+                   std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
+                   (long long)(step + 1), (long long)config.steps, rec.loss, rec.tokens_per_s,
+                   format_duration(eta).c_str(), job_eta.c_str());
       if (last) std::fprintf(stderr, "\n");
     } else if (config.log_every > 0 && ((step + 1) % config.log_every == 0 || last)) {
-      std::fprintf(stderr, "step %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s\n",
+      std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s%s\n", label.c_str(),
                    (long long)(step + 1), (long long)config.steps, rec.loss, rec.grad_norm, rec.lr, rec.tokens_per_s,
-                   format_duration(eta).c_str());
+                   format_duration(eta).c_str(), job_eta.c_str());
     }
   }
   result.params = std::move(params);

@@ -66,6 +66,8 @@ struct TrainConfig {
   int64_t eval_batches = 4;
   int64_t checkpoint_every = 0;  // 0: only at the end
   bool progress = false;         // a live progress bar (on a terminal) instead of plain log lines
+  std::string progress_label;    // before the bar and the log lines, e.g. "student 2/6 sink"
+  int64_t steps_after = 0;       // steps of the job's later runs (a study's), for the job's ETA
   int64_t log_every = 10;        // plain log lines every N steps
   nn::AttentionImpl attention_impl = nn::AttentionImpl::fused;
   Device device = Device::cpu();  // where the model, the optimizer state and the batches live

@@ -72,4 +72,19 @@ case_help_defaults() {
   done
 }
 
+# distill on a terminal (a pseudo-terminal from script(1)): a live bar with the run and the whole
+# study's ETA; in a log, plain lines.
+case_distill_progress() {
+  script -q -e -c "\"$COTAN\" distill --quick --attention sink --teacher-steps 4 --steps 4 --data \"$WORK/corpus\" \
+    --seq-len 16 --batch-size 2 --run-dir \"$WORK/tty\" --cache-dir \"$WORK/cache\"" "$ROOT/tty.out" > /dev/null ||
+    fail "distill under a pseudo-terminal failed: $(cat "$ROOT/tty.out")"
+  tr '\r' '\n' < "$ROOT/tty.out" > "$ROOT/tty.txt"
+  grep -qF "teacher  [" "$ROOT/tty.txt" && grep -qF "all ETA" "$ROOT/tty.txt" || fail "no teacher bar with the study's ETA: $(cat "$ROOT/tty.txt")"
+  grep -qF "student 1/1 sink  [##" "$ROOT/tty.txt" || fail "no student bar: $(cat "$ROOT/tty.txt")"
+  distill --attention sink --teacher-steps 4 --steps 4 --eval-every 2 --run-dir "$WORK/log" --cache-dir "$WORK/cache2" \
+    > /dev/null 2> "$ROOT/log.txt" || fail "distill into a log failed"
+  ! grep -q "$(printf '\r')" "$ROOT/log.txt" || fail "a log holds carriage returns"
+  grep -qF "student 1/1 sink  step 4/4" "$ROOT/log.txt" || fail "no plain line in the log: $(cat "$ROOT/log.txt")"
+}
+
 run_case
