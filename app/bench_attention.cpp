@@ -85,6 +85,8 @@ int bench_attention(const Args& args) {
     std::cout << options << "\n";
     return 0;
   }
+  check_integers(vm, {{"batch-size", 1, 1 << 16}, {"seq-len", 1, 1 << 20}, {"heads", 1, 4096},
+                      {"kv-heads", 0, 4096, "0: as many as query heads"}, {"dim", 2, 1024}, {"repeat", 1, 100000}});
   const bool json = vm.count("json") > 0, causal = vm.count("non-causal") == 0;
   const int64_t batch = vm["batch-size"].as<int64_t>(), seq = vm["seq-len"].as<int64_t>(), heads = vm["heads"].as<int64_t>(),
                 dim = vm["dim"].as<int64_t>();

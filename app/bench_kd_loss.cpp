@@ -18,6 +18,7 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <limits>
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
@@ -131,6 +132,9 @@ int bench_kd_loss(const Args& args) {
     std::cout << options << "\n";
     return 0;
   }
+  check_integers(vm, {{"tokens", 1, int64_t(1) << 24}, {"vocab", 2, int64_t(1) << 24}, {"repeat", 1, 100000}});
+  check_number("temperature", vm["temperature"].as<double>(), 0, std::numeric_limits<double>::infinity(), true);
+  check_number("kd-ratio", vm["kd-ratio"].as<double>(), 0, 1);
   const bool json = vm.count("json") > 0;
   const int64_t tokens = vm["tokens"].as<int64_t>(), vocab = vm["vocab"].as<int64_t>();
   const int repeat = vm["repeat"].as<int>();

@@ -251,6 +251,7 @@ int bench_matmul(const Args& args) {
     std::cout << options << "\n";
     return 0;
   }
+  check_integers(vm, {{"repeat", 1, 100000}});
   const bool json = vm.count("json") > 0;
   const std::vector<Size> sizes = parse_sizes(vm["sizes"].as<std::string>());
   const std::vector<DType> dtypes = parse_dtypes(vm["dtypes"].as<std::string>());

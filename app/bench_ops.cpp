@@ -54,6 +54,7 @@ int bench_ops(const Args& args) {
     std::cout << options << "\n";
     return 0;
   }
+  check_integers(vm, {{"size", 1, int64_t(1) << 32}, {"repeat", 1, 100000}});
   const bool json = vm.count("json") > 0;
   const int64_t size = vm["size"].as<int64_t>();
   const int repeat = vm["repeat"].as<int>();

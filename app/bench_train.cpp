@@ -135,6 +135,8 @@ int bench_train(const Args& args) {
     std::cout << options << "\n";
     return 0;
   }
+  check_integers(vm, {{"batch-size", 1, 1 << 16}, {"seq-len", 1, 1 << 20}, {"steps", 1, 100000},
+                      {"warmup", 0, 100000}, {"block", 1, 100000}});
   const bool json = vm.count("json") > 0;
   const int64_t batch = vm["batch-size"].as<int64_t>(), seq_len = vm["seq-len"].as<int64_t>();
   const int steps = vm["steps"].as<int>(), warmup = vm["warmup"].as<int>(), block = vm["block"].as<int>();

@@ -67,12 +67,11 @@ std::string json_number(double v, bool valid) {
 int cmd_gradcheck(const Args& args) {
   po::options_description options("cotan gradcheck: check every op's gradient against central differences");
   bool json = false;
-  uint64_t seed = 0;
-  std::string filter, device_name = "cpu";
+  std::string seed_text, filter, device_name = "cpu";
   options.add_options()
       ("help,h", "show this help")
       ("json", po::bool_switch(&json), "print one JSON object instead of a table")
-      ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed for the inputs and the projection")
+      ("seed", po::value<std::string>(&seed_text)->default_value("0"), "seed for the inputs and the projection, in [0, 2^64)")
       ("filter", po::value<std::string>(&filter), "only ops whose name contains SUBSTRING")
       ("device", po::value<std::string>(&device_name)->default_value("cpu"),
        "cpu: central differences; cuda: the CUDA results against the CPU's on the same inputs");
@@ -81,6 +80,7 @@ int cmd_gradcheck(const Args& args) {
     std::cout << options << "\n";
     return 0;
   }
+  const uint64_t seed = parse_u64_option("seed", seed_text);
   const Device device = device_option(device_name);
 
   std::vector<Row> rows;

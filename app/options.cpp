@@ -59,6 +59,21 @@ void check_number(std::string_view option, double value, double lo, double hi, b
                note);
 }
 
+void check_integers(const po::variables_map& vm, std::initializer_list<IntegerRange> ranges) {
+  for (const IntegerRange& r : ranges) {
+    const boost::any& value = vm[r.option].value();
+    int64_t v = 0;
+    if (const auto* wide = boost::any_cast<int64_t>(&value)) {
+      v = *wide;
+    } else if (const auto* narrow = boost::any_cast<int>(&value)) {
+      v = *narrow;
+    } else {
+      fail("option", "--", r.option, " is not an integer option");
+    }
+    check_integer(r.option, v, r.lo, r.hi, r.note);
+  }
+}
+
 std::string shown(double value) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", value);

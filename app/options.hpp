@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <string_view>
@@ -31,6 +32,15 @@ void check_integer(std::string_view option, int64_t value, int64_t lo, int64_t h
 // Doubles must also be finite; lo_open excludes lo itself.
 void check_number(std::string_view option, double value, double lo, double hi, bool lo_open = false,
                  std::string_view note = "");
+
+// Several integer options at once (int or int64_t in vm), each against its range:
+//   check_integers(vm, {{"repeat", 1, 1000}, {"kv-heads", 0, 4096, "0: as many as query heads"}});
+struct IntegerRange {
+  const char* option;
+  int64_t lo, hi;
+  const char* note = "";
+};
+void check_integers(const po::variables_map& vm, std::initializer_list<IntegerRange> ranges);
 
 // A double as a person writes it (%g: 0.003, 1e-08), for default_value's text: Boost would show
 // 0.0030000000000000001.

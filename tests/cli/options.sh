@@ -59,6 +59,17 @@ case_threads_on_every_command() {
   pretrain --threads 1 --run-dir "$WORK/run" > /dev/null 2> "$STDERR" || fail "pretrain --threads 1 failed: $(cat "$STDERR")"
 }
 
+# The benches' and gradcheck's numeric options too.
+case_bench_bad_options() {
+  expect_range heads 0 "an integer in [1, 4096]" "$COTAN" bench attention
+  expect_range repeat -1 "an integer in [1, 100000]" "$COTAN" bench matmul
+  expect_range vocab 1 "an integer in [2, 16777216]" "$COTAN" bench kd-loss
+  expect_range kd-ratio 2 "a number in [0, 1]" "$COTAN" bench kd-loss
+  expect_range steps 0 "an integer in [1, 100000]" "$COTAN" bench train --no-torch
+  expect_range size 0 "an integer in [1, 4294967296]" "$COTAN" bench ops
+  expect_range seed -1 "an integer in [0, 18446744073709551615]" "$COTAN" gradcheck
+}
+
 # Help shows defaults as written, and the top-level help every command and benchmark.
 case_help_defaults() {
   "$COTAN" pretrain --help > "$STDOUT" || fail "pretrain --help failed"
