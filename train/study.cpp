@@ -373,6 +373,91 @@ std::optional<Outcomes> distill_students(const StudentContext& ctx) {
   return outcomes;
 }
 
+// ---- the claims the study compares ----
+
+std::vector<double> grad_norms(const RunOutcome& r) {
+  std::vector<double> g;
+  for (const auto& s : r.result.steps) g.push_back(s.grad_norm);
+  return g;
+}
+
+double layer_mean(const RunOutcome& r, const std::function<double(const nn::LayerAnalysis&)>& f) {
+  double s = 0;
+  for (const auto& l : r.layers) s += f(l) / double(r.layers.size());
+  return s;
+}
+
+// One claim of the paper, measured on one run: the verdicts compare it between a kind and softmax.
+struct Claim {
+  std::string name;
+  std::function<double(const RunOutcome&)> measure;
+  bool relative;                 // the difference in percent of softmax's value, else in the metric's units
+  const char* lower = "lower";   // the word for "below softmax's"
+  const char* higher = "higher";
+};
+
+std::vector<Claim> claims(const StudyConfig& config) {
+  return {
+      {"KD loss", [](const RunOutcome& r) { return final_kd(r.result); }, true},
+      {"val ppl", [](const RunOutcome& r) { return r.result.evals.empty() ? NAN : r.result.evals.back().ppl; }, true},
+      {"grad-norm CV", [&config](const RunOutcome& r) { return grad_norm_stats(grad_norms(r), config.stats_window).cv; },
+       true},
+      {"spikes k=6", [](const RunOutcome& r) { return double(count_spikes(grad_norms(r), 6)); }, false, "fewer", "more"},
+      {"first-token weight",
+       [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.first_token_weight; }); },
+       true},
+      {"entropy", [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.entropy; }); },
+       true},
+  };
+}
+
+// The paired verdicts: for every variant but softmax and every claim, the per-seed difference
+// against softmax's run of the same seed (same data order), its mean and spread over seeds, and
+// how many seeds agree in sign:
+//   affine(linear_clip) vs softmax: KD loss -7.5% ± 2.1% (3/3 seeds lower)
+// Empty when the study has no softmax variant.
+std::vector<std::string> verdicts(const Outcomes& outcomes, const StudyConfig& config) {
+  size_t base = outcomes.size();
+  for (size_t v = 0; v < outcomes.size(); ++v)
+    if (config.variants[v].attention.kind == nn::AttentionKind::softmax) base = v;
+  std::vector<std::string> lines;
+  if (base == outcomes.size()) return lines;
+  for (size_t v = 0; v < outcomes.size(); ++v) {
+    if (v == base) continue;
+    std::string line = outcomes[v][0].variant + " vs " + outcomes[base][0].variant + ":";
+    bool first = true;
+    for (const Claim& claim : claims(config)) {
+      std::vector<double> diffs;
+      int64_t lower = 0, higher = 0;
+      for (size_t s = 0; s < outcomes[v].size() && s < outcomes[base].size(); ++s) {
+        const double ours = claim.measure(outcomes[v][s]), theirs = claim.measure(outcomes[base][s]);
+        const double d = claim.relative ? 100 * (ours - theirs) / std::abs(theirs) : ours - theirs;
+        if (!std::isfinite(d)) continue;
+        diffs.push_back(d);
+        lower += d < 0;
+        higher += d > 0;
+      }
+      if (diffs.empty()) continue;
+      const Summary sum = summarize(diffs);
+      const char* unit = claim.relative ? "%" : "";
+      const char* seeds = sum.n == 1 ? " seed " : " seeds ";
+      std::string text;
+      if (lower == 0 && higher == 0) {
+        text = cat("0", unit, " (", sum.n, "/", sum.n, seeds, "equal)");
+      } else {
+        text = cat(sum.mean >= 0 ? "+" : "", format_number(sum.mean, 2), unit);
+        if (sum.n > 1) text += cat(" ± ", format_number(sum.std, 2), unit);
+        const bool below = sum.mean < 0;
+        text += cat(" (", below ? lower : higher, "/", sum.n, seeds, below ? claim.lower : claim.higher, ")");
+      }
+      line += cat(first ? " " : "; ", claim.name, " ", text);
+      first = false;
+    }
+    lines.push_back(line);
+  }
+  return lines;
+}
+
 // One row per variant; with several seeds each cell is a mean and spread over them.
 Table comparison_table(const Outcomes& outcomes, const StudyConfig& config) {
   Table table({"attention", "delta params", "KD loss", "val ppl", "grad-norm mean", "grad-norm std", "grad-norm CV",
@@ -382,18 +467,9 @@ Table comparison_table(const Outcomes& outcomes, const StudyConfig& config) {
     for (const auto& r : runs) values.push_back(f(r));
     return config.seeds > 1 ? format_summary(summarize(values), 4) : format_number(values[0], 4);
   };
-  auto layer_mean = [](const RunOutcome& r, const std::function<double(const nn::LayerAnalysis&)>& f) {
-    double s = 0;
-    for (const auto& l : r.layers) s += f(l) / double(r.layers.size());
-    return s;
-  };
   for (size_t v = 0; v < outcomes.size(); ++v) {
     const auto& runs = outcomes[v];
-    auto norms = [&](const RunOutcome& r) {
-      std::vector<double> g;
-      for (const auto& s : r.result.steps) g.push_back(s.grad_norm);
-      return g;
-    };
+    const auto norms = grad_norms;
     table.add_row({runs[0].variant, std::to_string(runs[0].overhead),
                    cell(runs, [](const RunOutcome& r) { return final_kd(r.result); }),
                    cell(runs, [](const RunOutcome& r) { return r.result.evals.empty() ? NAN : r.result.evals.back().ppl; }),
@@ -485,8 +561,14 @@ StudyResult run_study(StudyConfig config) {
   write_file_atomically((run_dir / "table.csv").string(), {table.csv()}, "distill");
   write_plots(run_dir, *outcomes);
 
+  const std::vector<std::string> verdict_lines = verdicts(*outcomes, config);
+  std::string verdict_text;
+  for (const std::string& line : verdict_lines) verdict_text += line + "\n";
+  if (!verdict_lines.empty()) write_file_atomically((run_dir / "verdicts.txt").string(), {verdict_text}, "distill");
+
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n" << table.markdown() << "\n";
+  if (!verdict_lines.empty()) std::cout << "paired verdicts (per-seed differences against softmax):\n" << verdict_text << "\n";
   std::cout << "finished in " << format_number(seconds, 3) << " s; results in " << run_dir.string() << "\n";
   return {run_dir.string(), false};
 }
