@@ -15,6 +15,7 @@
 #include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
+#include "train/stats.hpp"
 #include "train/study.hpp"
 #include "train/run_dir.hpp"
 #include "train/trainer.hpp"
@@ -602,5 +603,41 @@ TEST_CASE("a study's students start from the weights of a model directory; a kin
   other["model.norm.weight"] = zeros({3});
   CHECK_THROWS_WITH_AS(nn::take_weights(init, other, "dir"),
                        "[checkpoint] dir: tensor 'model.norm.weight' has shape [3] but the model needs [16]", Error);
+  fs::remove_all(root);
+}
+
+TEST_CASE("the study's paired verdicts: per-seed differences against softmax, recomputed from the metrics") {
+  const fs::path root = fs::temp_directory_path() / "cotan_train_verdicts";
+  StudyConfig s = tiny_study(root);
+  s.seeds = 2;
+  s.student_steps = 12;
+  s.variants.clear();
+  for (const StudyVariant& v : default_variants())
+    if (v.attention.kind == nn::AttentionKind::softmax || v.attention.kind == nn::AttentionKind::sink)
+      s.variants.push_back(v);
+  REQUIRE(s.variants.size() == 2);
+  CHECK_FALSE(run_study(s).interrupted);
+  // The final KD loss of a run: the mean KD of its last 10 steps, from its metrics.jsonl.
+  auto final_kd = [&](const std::string& folder) {
+    const TrainResult r = read_metrics((root / "study" / folder).string());
+    double sum = 0;
+    for (size_t i = r.steps.size() - 10; i < r.steps.size(); ++i) sum += r.steps[i].kd / 10;
+    return sum;
+  };
+  std::vector<double> diffs;
+  for (int seed = 0; seed < 2; ++seed) {
+    const std::string suffix = "-seed" + std::to_string(seed);
+    const double sink = final_kd("sink" + suffix), softmax = final_kd("softmax" + suffix);
+    diffs.push_back(100 * (sink - softmax) / std::abs(softmax));
+  }
+  const double mean = (diffs[0] + diffs[1]) / 2, sd = std::abs(diffs[0] - diffs[1]) / std::sqrt(2.0);
+  const int lower = (diffs[0] < 0) + (diffs[1] < 0), higher = 2 - lower;
+  std::ifstream in(root / "study" / "verdicts.txt");
+  std::string line;
+  std::getline(in, line);
+  const std::string expected = "sink vs softmax: KD loss " + std::string(mean >= 0 ? "+" : "") + format_number(mean, 2) +
+                               "% ± " + format_number(sd, 2) + "% (" + std::to_string(mean < 0 ? lower : higher) +
+                               "/2 seeds " + (mean < 0 ? "lower" : "higher") + ");";
+  CHECK(line.starts_with(expected));
   fs::remove_all(root);
 }
