@@ -1,5 +1,7 @@
 #include "train/optim.hpp"
 
+#include <algorithm>
+
 #include <cmath>
 #include <numbers>
 #include <set>
@@ -209,6 +211,11 @@ void validate(const ScheduleConfig& c) {
   const int64_t decay = std::llround(c.decay_fraction * double(c.total_steps));
   check(c.warmup_steps + decay <= c.total_steps, "schedule", "warmup_steps ", c.warmup_steps, " plus ", decay,
         " decay steps exceed total_steps ", c.total_steps);
+}
+
+int64_t effective_warmup(const ScheduleConfig& c) {
+  const int64_t decay = std::llround(c.decay_fraction * double(c.total_steps));  // D, before validate() holds
+  return std::clamp<int64_t>(c.warmup_steps, 0, std::max<int64_t>(0, c.total_steps - decay));
 }
 
 double lr_at(const ScheduleConfig& c, int64_t step) {

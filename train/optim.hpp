@@ -105,6 +105,9 @@ struct ScheduleConfig {
 // Throws on invalid values: "[schedule] decay_fraction 1.5 is outside [0, 1]".
 void validate(const ScheduleConfig& config);
 int64_t decay_steps(const ScheduleConfig& config);  // D above
+// The warmup a run of config.total_steps gets: warmup_steps, shrunk to what fits before the
+// decay (a short run's), so that W + D <= total_steps.
+int64_t effective_warmup(const ScheduleConfig& config);
 double lr_at(const ScheduleConfig& config, int64_t step);
 
 // "linear" / "cosine", and back; unknown names throw "[schedule] unknown decay 'x' (linear, cosine)".

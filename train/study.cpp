@@ -387,6 +387,17 @@ double layer_mean(const RunOutcome& r, const std::function<double(const nn::Laye
   return s;
 }
 
+// The warmup of a student's run (shrunk for short runs as fit() shrinks it), and the steps after it.
+int64_t student_warmup(const StudyConfig& config) {
+  ScheduleConfig schedule = config.train.schedule;
+  schedule.total_steps = config.student_steps;
+  return effective_warmup(schedule);
+}
+
+std::vector<double> after_warmup(const std::vector<double>& g, int64_t warmup) {
+  return {g.begin() + std::min<std::ptrdiff_t>(warmup, std::ptrdiff_t(g.size())), g.end()};
+}
+
 // One claim of the paper, measured on one run: the verdicts compare it between a kind and softmax.
 struct Claim {
   std::string name;
@@ -461,11 +472,17 @@ std::vector<std::string> verdicts(const Outcomes& outcomes, const StudyConfig& c
 // One row per variant; with several seeds each cell is a mean and spread over them.
 Table comparison_table(const Outcomes& outcomes, const StudyConfig& config) {
   Table table({"attention", "delta params", "KD loss", "val ppl", "grad-norm mean", "grad-norm std", "grad-norm CV",
-               "spikes k=6", "spikes k=9", "first-token weight", "entropy", "weight-sum mean", "weight-sum median"});
+               "spikes k=6", "spikes k=9", "CV after warmup", "spikes k=6 after warmup", "first-token weight",
+               "entropy", "weight-sum mean", "weight-sum median"});
+  const int64_t warmup = student_warmup(config);
   auto cell = [&](const std::vector<RunOutcome>& runs, const std::function<double(const RunOutcome&)>& f) {
     std::vector<double> values;
     for (const auto& r : runs) values.push_back(f(r));
     return config.seeds > 1 ? format_summary(summarize(values), 4) : format_number(values[0], 4);
+  };
+  // Counts: an integer for a single seed.
+  auto count = [&](const std::vector<RunOutcome>& runs, const std::function<double(const RunOutcome&)>& f) {
+    return config.seeds > 1 ? cell(runs, f) : std::to_string(std::llround(f(runs[0])));
   };
   for (size_t v = 0; v < outcomes.size(); ++v) {
     const auto& runs = outcomes[v];
@@ -476,8 +493,13 @@ Table comparison_table(const Outcomes& outcomes, const StudyConfig& config) {
                    cell(runs, [&](const RunOutcome& r) { return grad_norm_stats(norms(r), config.stats_window).mean; }),
                    cell(runs, [&](const RunOutcome& r) { return grad_norm_stats(norms(r), config.stats_window).std; }),
                    cell(runs, [&](const RunOutcome& r) { return grad_norm_stats(norms(r), config.stats_window).cv; }),
-                   cell(runs, [&](const RunOutcome& r) { return double(count_spikes(norms(r), 6)); }),
-                   cell(runs, [&](const RunOutcome& r) { return double(count_spikes(norms(r), 9)); }),
+                   count(runs, [&](const RunOutcome& r) { return double(count_spikes(norms(r), 6)); }),
+                   count(runs, [&](const RunOutcome& r) { return double(count_spikes(norms(r), 9)); }),
+                   cell(runs, [&](const RunOutcome& r) {
+                     const std::vector<double> g = after_warmup(norms(r), warmup);  // empty: a run all warmup
+                     return g.empty() ? NAN : grad_norm_stats(g, config.student_steps).cv;
+                   }),
+                   count(runs, [&](const RunOutcome& r) { return double(count_spikes(after_warmup(norms(r), warmup), 6)); }),
                    cell(runs, [&](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.first_token_weight; }); }),
                    cell(runs, [&](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.entropy; }); }),
                    cell(runs, [](const RunOutcome& r) {
@@ -561,6 +583,10 @@ StudyResult run_study(StudyConfig config) {
   write_file_atomically((run_dir / "table.csv").string(), {table.csv()}, "distill");
   write_plots(run_dir, *outcomes);
 
+  if (config.stats_window > config.student_steps)
+    std::cout << "\nnote: the grad-norm window (" << config.stats_window << " steps) is longer than the runs ("
+              << config.student_steps << " steps): its statistics cover every step, warmup ("
+              << student_warmup(config) << " steps) included; the \"after warmup\" columns leave the warmup out\n";
   const std::vector<std::string> verdict_lines = verdicts(*outcomes, config);
   std::string verdict_text;
   for (const std::string& line : verdict_lines) verdict_text += line + "\n";

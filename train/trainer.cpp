@@ -474,8 +474,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   ScheduleConfig schedule = config.schedule;
   schedule.total_steps = config.steps;
   // Short runs shrink the warmup to what fits before the decay.
-  int64_t decay = std::llround(schedule.decay_fraction * double(schedule.total_steps));
-  schedule.warmup_steps = std::clamp<int64_t>(schedule.warmup_steps, 0, std::max<int64_t>(0, schedule.total_steps - decay));
+  schedule.warmup_steps = effective_warmup(schedule);
   validate(schedule);
   AdamW opt(config.adamw, student.param_specs());
   WindowLoader loader(data.train, config.seq_len, config.batch_size, config.seed);

@@ -327,3 +327,20 @@ TEST_CASE("schedule: errors") {
   CHECK(error_of([&] { lr_at(ScheduleConfig{}, 0); }) == "[schedule] total_steps must be positive, got 0");
   CHECK(error_of([&] { parse_decay("step"); }) == "[schedule] unknown decay 'step' (linear, cosine)");
 }
+
+TEST_CASE("effective_warmup: a short run's warmup shrinks to what fits before the decay") {
+  ScheduleConfig c;
+  c.warmup_steps = 20;
+  c.decay_fraction = 0.2;
+  c.total_steps = 20;  // D = 4: 16 steps are left before the decay
+  CHECK(effective_warmup(c) == 16);
+  c.total_steps = 150;
+  CHECK(effective_warmup(c) == 20);
+  c.total_steps = 1;  // D = round(0.2) = 0
+  CHECK(effective_warmup(c) == 1);
+  c.decay_fraction = 1;
+  CHECK(effective_warmup(c) == 0);
+  c.warmup_steps = -3;  // never negative
+  c.decay_fraction = 0;
+  CHECK(effective_warmup(c) == 0);
+}
