@@ -398,6 +398,57 @@ std::vector<double> after_warmup(const std::vector<double>& g, int64_t warmup) {
   return {g.begin() + std::min<std::ptrdiff_t>(warmup, std::ptrdiff_t(g.size())), g.end()};
 }
 
+// One column of the comparison: its name, what it measures on one run, whether it is a count,
+// and its definition for the legend.
+struct Column {
+  std::string name;
+  std::function<double(const RunOutcome&)> measure;
+  bool count;
+  std::string meaning;
+};
+
+std::vector<Column> comparison_columns(const StudyConfig& config) {
+  const int64_t warmup = student_warmup(config);
+  const int64_t window = config.stats_window;
+  const auto stats = [window](const RunOutcome& r) { return grad_norm_stats(grad_norms(r), window); };
+  return {
+      {"KD loss", [](const RunOutcome& r) { return final_kd(r.result); }, false,
+       "mean training KD loss of the last 10 steps"},
+      {"val ppl", [](const RunOutcome& r) { return r.result.evals.empty() ? NAN : r.result.evals.back().ppl; }, false,
+       "validation perplexity at the last evaluation"},
+      {"grad-norm mean", [stats](const RunOutcome& r) { return stats(r).mean; }, false,
+       cat("gradient norm before clipping, mean over steps [0, ", window, ")")},
+      {"grad-norm std", [stats](const RunOutcome& r) { return stats(r).std; }, false, "its population std"},
+      {"grad-norm CV", [stats](const RunOutcome& r) { return stats(r).cv; }, false, "std / mean"},
+      {"spikes k=6", [](const RunOutcome& r) { return double(count_spikes(grad_norms(r), 6)); }, true,
+       "steps whose norm exceeds median + 6 MAD of the run"},
+      {"spikes k=9", [](const RunOutcome& r) { return double(count_spikes(grad_norms(r), 9)); }, true,
+       "the same at 9 MAD"},
+      {"CV after warmup",
+       [warmup, &config](const RunOutcome& r) {
+         const std::vector<double> g = after_warmup(grad_norms(r), warmup);  // empty: a run all warmup
+         return g.empty() ? NAN : grad_norm_stats(g, config.student_steps).cv;
+       },
+       false, cat("grad-norm CV over the steps after the ", warmup, " warmup steps")},
+      {"spikes k=6 after warmup",
+       [warmup](const RunOutcome& r) { return double(count_spikes(after_warmup(grad_norms(r), warmup), 6)); }, true,
+       "spikes at 6 MAD over the steps after the warmup"},
+      {"first-token weight",
+       [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.first_token_weight; }); },
+       false, "attention weight on the first token, mean over queries, heads and layers"},
+      {"entropy", [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.entropy; }); },
+       false, "attention entropy in nats, mean over queries, heads and layers"},
+      {"weight-sum mean",
+       [](const RunOutcome& r) {
+         double s = 0;
+         for (double w : r.weight_sums) s += w / double(r.weight_sums.size());
+         return s;
+       },
+       false, "sum of a query's attention weights (1 for softmax), mean over queries"},
+      {"weight-sum median", [](const RunOutcome& r) { return median(r.weight_sums); }, false, "its median"},
+  };
+}
+
 // One claim of the paper, measured on one run: the verdicts compare it between a kind and softmax.
 struct Claim {
   std::string name;
@@ -408,18 +459,15 @@ struct Claim {
 };
 
 std::vector<Claim> claims(const StudyConfig& config) {
-  return {
-      {"KD loss", [](const RunOutcome& r) { return final_kd(r.result); }, true},
-      {"val ppl", [](const RunOutcome& r) { return r.result.evals.empty() ? NAN : r.result.evals.back().ppl; }, true},
-      {"grad-norm CV", [&config](const RunOutcome& r) { return grad_norm_stats(grad_norms(r), config.stats_window).cv; },
-       true},
-      {"spikes k=6", [](const RunOutcome& r) { return double(count_spikes(grad_norms(r), 6)); }, false, "fewer", "more"},
-      {"first-token weight",
-       [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.first_token_weight; }); },
-       true},
-      {"entropy", [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.entropy; }); },
-       true},
-  };
+  std::vector<Claim> out;
+  for (const Column& c : comparison_columns(config)) {
+    for (const char* name : {"KD loss", "val ppl", "grad-norm CV", "spikes k=6", "first-token weight", "entropy"}) {
+      if (c.name != name) continue;
+      // Counts compare in units (a difference of spikes), the rest in percent of softmax's value.
+      out.push_back(c.count ? Claim{c.name, c.measure, false, "fewer", "more"} : Claim{c.name, c.measure, true});
+    }
+  }
+  return out;
 }
 
 // The paired verdicts: for every variant but softmax and every claim, the per-seed difference
@@ -469,47 +517,59 @@ std::vector<std::string> verdicts(const Outcomes& outcomes, const StudyConfig& c
   return lines;
 }
 
-// One row per variant; with several seeds each cell is a mean and spread over them.
-Table comparison_table(const Outcomes& outcomes, const StudyConfig& config) {
-  Table table({"attention", "delta params", "KD loss", "val ppl", "grad-norm mean", "grad-norm std", "grad-norm CV",
-               "spikes k=6", "spikes k=9", "CV after warmup", "spikes k=6 after warmup", "first-token weight",
-               "entropy", "weight-sum mean", "weight-sum median"});
-  const int64_t warmup = student_warmup(config);
-  auto cell = [&](const std::vector<RunOutcome>& runs, const std::function<double(const RunOutcome&)>& f) {
-    std::vector<double> values;
-    for (const auto& r : runs) values.push_back(f(r));
-    return config.seeds > 1 ? format_summary(summarize(values), 4) : format_number(values[0], 4);
-  };
-  // Counts: an integer for a single seed.
-  auto count = [&](const std::vector<RunOutcome>& runs, const std::function<double(const RunOutcome&)>& f) {
-    return config.seeds > 1 ? cell(runs, f) : std::to_string(std::llround(f(runs[0])));
-  };
-  for (size_t v = 0; v < outcomes.size(); ++v) {
-    const auto& runs = outcomes[v];
-    const auto norms = grad_norms;
-    table.add_row({runs[0].variant, std::to_string(runs[0].overhead),
-                   cell(runs, [](const RunOutcome& r) { return final_kd(r.result); }),
-                   cell(runs, [](const RunOutcome& r) { return r.result.evals.empty() ? NAN : r.result.evals.back().ppl; }),
-                   cell(runs, [&](const RunOutcome& r) { return grad_norm_stats(norms(r), config.stats_window).mean; }),
-                   cell(runs, [&](const RunOutcome& r) { return grad_norm_stats(norms(r), config.stats_window).std; }),
-                   cell(runs, [&](const RunOutcome& r) { return grad_norm_stats(norms(r), config.stats_window).cv; }),
-                   count(runs, [&](const RunOutcome& r) { return double(count_spikes(norms(r), 6)); }),
-                   count(runs, [&](const RunOutcome& r) { return double(count_spikes(norms(r), 9)); }),
-                   cell(runs, [&](const RunOutcome& r) {
-                     const std::vector<double> g = after_warmup(norms(r), warmup);  // empty: a run all warmup
-                     return g.empty() ? NAN : grad_norm_stats(g, config.student_steps).cv;
-                   }),
-                   count(runs, [&](const RunOutcome& r) { return double(count_spikes(after_warmup(norms(r), warmup), 6)); }),
-                   cell(runs, [&](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.first_token_weight; }); }),
-                   cell(runs, [&](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.entropy; }); }),
-                   cell(runs, [](const RunOutcome& r) {
-                     double s = 0;
-                     for (double w : r.weight_sums) s += w / double(r.weight_sums.size());
-                     return s;
-                   }),
-                   cell(runs, [](const RunOutcome& r) { return median(r.weight_sums); })});
+// The values of one column over the seeds of one variant.
+std::vector<double> column_values(const Column& c, const std::vector<RunOutcome>& runs) {
+  std::vector<double> values;
+  for (const RunOutcome& r : runs) values.push_back(c.measure(r));
+  return values;
+}
+
+// One row per variant; with several seeds each cell is a mean and spread over them. A legend
+// defining every column follows the table.
+std::string comparison_markdown(const Outcomes& outcomes, const StudyConfig& config) {
+  const std::vector<Column> columns = comparison_columns(config);
+  std::vector<std::string> names{"attention", "delta params"};
+  for (const Column& c : columns) names.push_back(c.name);
+  Table table(names);
+  for (const auto& runs : outcomes) {
+    std::vector<std::string> cells{runs[0].variant, std::to_string(runs[0].overhead)};
+    for (const Column& c : columns) {
+      const std::vector<double> values = column_values(c, runs);
+      if (config.seeds > 1) {
+        cells.push_back(format_summary(summarize(values), 4));
+      } else {
+        cells.push_back(c.count ? std::to_string(std::llround(values[0])) : format_number(values[0], 4));
+      }
+    }
+    table.add_row(cells);
   }
-  return table;
+  std::string legend = cat("\n", config.seeds > 1 ? cat("Cells are mean ± std over ", config.seeds, " seeds.\n") : "",
+                           "- attention: the variant; delta params: parameters over the softmax student's\n");
+  for (const Column& c : columns) legend += cat("- ", c.name, ": ", c.meaning, "\n");
+  return table.markdown() + legend;
+}
+
+// The same numbers for programs: a mean and a std column per measure (std 0 for one seed),
+// values in full precision, empty where undefined.
+std::string comparison_csv(const Outcomes& outcomes, const StudyConfig& config) {
+  const std::vector<Column> columns = comparison_columns(config);
+  std::vector<std::string> names{"attention", "delta params", "seeds"};
+  for (const Column& c : columns) {
+    names.push_back(c.name + " mean");
+    names.push_back(c.name + " std");
+  }
+  Table table(names);
+  const auto number = [](double v) { return std::isfinite(v) ? dump_json(Json(v)) : std::string(); };
+  for (const auto& runs : outcomes) {
+    std::vector<std::string> cells{runs[0].variant, std::to_string(runs[0].overhead), std::to_string(runs.size())};
+    for (const Column& c : columns) {
+      const Summary s = summarize(column_values(c, runs));
+      cells.push_back(number(s.mean));
+      cells.push_back(number(s.std));
+    }
+    table.add_row(cells);
+  }
+  return table.csv();
 }
 
 // The curves and per-layer statistics of the first seed of each variant, and its alpha heatmap.
@@ -578,9 +638,9 @@ StudyResult run_study(StudyConfig config) {
   const std::optional<Outcomes> outcomes = distill_students(students);
   if (!outcomes) return interrupted;
 
-  const Table table = comparison_table(*outcomes, config);
-  write_file_atomically((run_dir / "table.md").string(), {table.markdown()}, "distill");
-  write_file_atomically((run_dir / "table.csv").string(), {table.csv()}, "distill");
+  const std::string markdown = comparison_markdown(*outcomes, config);
+  write_file_atomically((run_dir / "table.md").string(), {markdown}, "distill");
+  write_file_atomically((run_dir / "table.csv").string(), {comparison_csv(*outcomes, config)}, "distill");
   write_plots(run_dir, *outcomes);
 
   if (config.stats_window > config.student_steps)
@@ -593,7 +653,7 @@ StudyResult run_study(StudyConfig config) {
   if (!verdict_lines.empty()) write_file_atomically((run_dir / "verdicts.txt").string(), {verdict_text}, "distill");
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << "\n" << table.markdown() << "\n";
+  std::cout << "\n" << markdown << "\n";
   if (!verdict_lines.empty()) std::cout << "paired verdicts (per-seed differences against softmax):\n" << verdict_text << "\n";
   std::cout << "finished in " << format_number(seconds, 3) << " s; results in " << run_dir.string() << "\n";
   return {run_dir.string(), false};

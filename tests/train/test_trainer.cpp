@@ -639,5 +639,25 @@ TEST_CASE("the study's paired verdicts: per-seed differences against softmax, re
                                "% ± " + format_number(sd, 2) + "% (" + std::to_string(mean < 0 ? lower : higher) +
                                "/2 seeds " + (mean < 0 ? "lower" : "higher") + ");";
   CHECK(line.starts_with(expected));
+  // table.csv: numbers, a mean and a std column per measure.
+  std::ifstream csv(root / "study" / "table.csv");
+  std::string header, row;
+  std::getline(csv, header);
+  CHECK(header.starts_with("attention,delta params,seeds,KD loss mean,KD loss std,val ppl mean,val ppl std,"));
+  while (std::getline(csv, row) && !row.starts_with("sink,")) {
+  }
+  std::vector<std::string> fields;
+  for (std::stringstream in_row(row); std::getline(in_row, fields.emplace_back(), ',');) {
+  }
+  REQUIRE(fields.size() > 4);
+  CHECK(fields[0] == "sink");
+  CHECK(fields[2] == "2");  // seeds
+  const double kd_mean = std::stod(fields[3]);
+  CHECK(kd_mean == doctest::Approx((final_kd("sink-seed0") + final_kd("sink-seed1")) / 2).epsilon(1e-12));
+  // table.md ends with a legend of its columns.
+  std::ifstream md(root / "study" / "table.md");
+  const std::string markdown((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  CHECK(markdown.find("- KD loss: mean training KD loss of the last 10 steps\n") != std::string::npos);
+  CHECK(markdown.find("Cells are mean ± std over 2 seeds.") != std::string::npos);
   fs::remove_all(root);
 }
