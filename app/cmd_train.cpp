@@ -51,12 +51,12 @@ void add_training_options(po::options_description& opts, train::TrainConfig& c, 
       "overwrite", "start anew in a run directory that holds a run, moving the old one aside (DIR.old-N)");
 }
 
-// The range of every numeric training option, checked after parsing.
-void check_training_options(const train::TrainConfig& c, const std::string& seed_text, train::TrainConfig& out) {
+// The range of every numeric training option, checked after parsing; sets c.seed from --seed.
+void check_training_options(train::TrainConfig& c, const std::string& seed_text) {
   check_integer("batch-size", c.batch_size, 1, 1 << 20);
   check_integer("grad-accum", c.grad_accum, 1, 1 << 20);
   check_integer("seq-len", c.seq_len, 1, int64_t(1) << 24);
-  out.seed = parse_u64_option("seed", seed_text);
+  c.seed = parse_u64_option("seed", seed_text);
   check_number("lr", c.schedule.lr, 0, kInf, true);
   check_integer("warmup", c.schedule.warmup_steps, 0);
   check_number("decay-fraction", c.schedule.decay_fraction, 0, 1);
@@ -195,7 +195,7 @@ int cmd_pretrain(const Args& args) {
     std::cout << opts;
     return 0;
   }
-  check_training_options(c, seed, c);
+  check_training_options(c, seed);
   check_integer("steps", c.steps, 1);
   check_integer("stop-after", c.stop_after, 0, kNoLimit, "0: run to the end");
   if (vm.count("overwrite")) c.existing = train::ExistingRun::move_aside;
@@ -250,7 +250,7 @@ int cmd_distill(const Args& args) {
     std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help();
     return 0;
   }
-  check_training_options(s.train, seed, s.train);
+  check_training_options(s.train, seed);
   check_integer("teacher-steps", s.teacher_steps, 0);
   check_integer("steps", s.student_steps, 1);
   check_integer("seeds", s.seeds, 1, 1000);

@@ -143,13 +143,19 @@ Json ModelConfig::to_json() const {
 namespace {
 
 // Top-level fields that do not change the forward pass (generation settings, bookkeeping, the
-// storage dtype): read by nobody, reported by nobody.
+// storage dtype, the remote-code map): read by nobody, reported by nobody.
 constexpr std::string_view kNoMathFields[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "dtype", "use_cache", "pad_token_id", "bos_token_id",
     "eos_token_id", "pretraining_tp", "output_attentions", "output_hidden_states", "return_dict", "is_decoder",
-    "auto_map", "chunk_size_feed_forward", "max_window_layers", "sliding_window", "use_sliding_window",
-    "attention_dropout", "layer_types", "architectures", "rope_parameters",
-    "base_model_type"};
+    "auto_map", "chunk_size_feed_forward", "max_window_layers"};
+
+// Top-level fields that from_json, read_rope or refuse_unsupported read or check.
+constexpr std::string_view kReadFields[] = {
+    "model_type", "base_model_type", "architectures", "vocab_size", "hidden_size", "num_hidden_layers",
+    "num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim", "max_position_embeddings",
+    "rms_norm_eps", "tie_word_embeddings", "attention_bias", "mlp_bias", "hidden_act", "initializer_range",
+    "rope_theta", "rope_scaling", "rope_parameters", "attention_dropout", "sliding_window", "use_sliding_window",
+    "layer_types", "attention"};
 
 constexpr std::string_view kArchitectures[] = {"LlamaForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM",
                                                "CotanForCausalLM"};
@@ -247,15 +253,10 @@ ModelConfig ModelConfig::from_json(const Json& j, std::string_view source) {
   refuse_unsupported(f, c);
   if (c.head_dim != 0 && c.head_dim * c.num_heads == c.hidden_size) c.head_dim = 0;  // validated: no overflow
   // What is left: fields no part of cotan reads.
-  constexpr std::string_view kRead[] = {"model_type", "vocab_size", "hidden_size", "num_hidden_layers",
-                                        "num_attention_heads", "num_key_value_heads", "intermediate_size", "head_dim",
-                                        "max_position_embeddings", "rms_norm_eps", "tie_word_embeddings",
-                                        "attention_bias", "initializer_range", "rope_theta", "rope_scaling", "attention",
-                                        "mlp_bias", "hidden_act"};
   for (const auto& item : j.items()) {
     const std::string& key = item.key();
     const auto known = [&](const auto& list) { return std::find(std::begin(list), std::end(list), key) != std::end(list); };
-    if (!known(kRead) && !known(kNoMathFields)) c.unknown_fields.push_back(key);
+    if (!known(kReadFields) && !known(kNoMathFields)) c.unknown_fields.push_back(key);
   }
   return c;
 }

@@ -14,13 +14,6 @@ namespace cotan::nn {
 
 namespace fs = std::filesystem;
 
-bool is_model_dir(const std::string& path) {
-  std::error_code ec;
-  const fs::path dir(path);
-  return fs::is_regular_file(dir / "config.json", ec) &&
-         (fs::is_regular_file(dir / "model.safetensors", ec) || fs::is_regular_file(dir / "model.safetensors.index.json", ec));
-}
-
 LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optional<AttentionConfig>& attention) {
   if (!fs::is_directory(dir)) fail("checkpoint", dir, ": not a directory");
   fs::path config_path = fs::path(dir) / "config.json";

@@ -29,10 +29,6 @@ struct LoadedModel {
   State state;  // the buffers the forward pass reads (alpha_ma of the affine kinds), evaluation mode
 };
 
-// Whether path is a model directory: config.json with model.safetensors or
-// model.safetensors.index.json beside it.
-bool is_model_dir(const std::string& path);
-
 // Verifies checksums.json when the directory has one (a mismatch names the file), then reads
 // config.json (attention options from `attention` when given, else from the file, else
 // softmax) and every tensor the config needs, cast to `dtype`: the parameters, and the State

@@ -79,15 +79,6 @@ RunDirLock::~RunDirLock() {
 
 RunDirLock::RunDirLock(RunDirLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
 
-RunDirLock& RunDirLock::operator=(RunDirLock&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
 std::vector<std::string> run_dir_entries(const std::string& dir) {
   std::vector<std::string> names;
   std::error_code ec;

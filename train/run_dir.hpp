@@ -15,11 +15,10 @@ namespace cotan::train {
 // The constructor creates the directory when absent: "[op] cannot create run directory ...".
 class RunDirLock {
  public:
-  RunDirLock() = default;
   RunDirLock(const std::string& dir, std::string_view op);
   ~RunDirLock();
-  RunDirLock(RunDirLock&& other) noexcept;
-  RunDirLock& operator=(RunDirLock&& other) noexcept;
+  RunDirLock(RunDirLock&& other) noexcept;  // returned by value; never copied or assigned
+  RunDirLock& operator=(RunDirLock&&) = delete;
 
  private:
   int fd_ = -1;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <filesystem>
 #include <fstream>
@@ -505,6 +506,14 @@ TEST_CASE("a flipped bit in a checkpoint is an error naming the file; an older c
 
 namespace {
 
+// The default study's variants of these kinds, in the study's order.
+std::vector<StudyVariant> variants_of(std::initializer_list<nn::AttentionKind> kinds) {
+  std::vector<StudyVariant> out;
+  for (const StudyVariant& v : default_variants())
+    if (std::find(kinds.begin(), kinds.end(), v.attention.kind) != kinds.end()) out.push_back(v);
+  return out;
+}
+
 // A two-step study of tiny models in root: the text corpus, a student config, one variant.
 StudyConfig tiny_study(const fs::path& root) {
   fs::remove_all(root);
@@ -527,8 +536,7 @@ StudyConfig tiny_study(const fs::path& root) {
   s.train.grad_accum = 1;
   s.train.eval_every = 0;
   s.train.log_every = 0;
-  for (const StudyVariant& v : default_variants())
-    if (v.attention.kind == nn::AttentionKind::softmax) s.variants = {v};
+  s.variants = variants_of({nn::AttentionKind::softmax});
   return s;
 }
 
@@ -586,10 +594,7 @@ TEST_CASE("a study's students start from the weights of a model directory; a kin
   s.student = (root / "student").string();
   s.train.schedule.lr = 1e-30;  // updates far below an ulp: the trained weights are the initial ones
   s.train.adamw.weight_decay = 0;
-  s.variants.clear();
-  for (const StudyVariant& v : default_variants())
-    if (v.attention.kind == nn::AttentionKind::softmax || v.attention.kind == nn::AttentionKind::sink)
-      s.variants.push_back(v);
+  s.variants = variants_of({nn::AttentionKind::softmax, nn::AttentionKind::sink});
   REQUIRE(s.variants.size() == 2);
   CHECK_FALSE(run_study(s).interrupted);
   for (const StudyVariant& v : s.variants) {
@@ -611,10 +616,7 @@ TEST_CASE("the study's paired verdicts: per-seed differences against softmax, re
   StudyConfig s = tiny_study(root);
   s.seeds = 2;
   s.student_steps = 12;
-  s.variants.clear();
-  for (const StudyVariant& v : default_variants())
-    if (v.attention.kind == nn::AttentionKind::softmax || v.attention.kind == nn::AttentionKind::sink)
-      s.variants.push_back(v);
+  s.variants = variants_of({nn::AttentionKind::softmax, nn::AttentionKind::sink});
   REQUIRE(s.variants.size() == 2);
   CHECK_FALSE(run_study(s).interrupted);
   // The final KD loss of a run: the mean KD of its last 10 steps, from its metrics.jsonl.
