@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The layering of the sources, as docs/architecture.md draws it:
-#   util/ <- tensor/ <- autograd/ <- nn/ <- train/ <- app/
+#   util/ <- tensor/ <- autograd/ <- nn/ <- train/ <- app/, and util/ <- text/ <- train/
 # with cuda/ beside tensor/ as a backend (it may include util/ and tensor/, never autograd/, nn/
 # or train/). A file may include its own folder and the folders below it. The one exception is
 # the backend registry (tensor/backend.cpp), which knows the CUDA and emulator backends by their
@@ -15,12 +15,13 @@ cd "$root" || exit 2
 
 declare -A below=(
   [util]="util"
+  [text]="util text"
   [tensor]="util tensor"
   [cuda]="util tensor cuda"
   [autograd]="util tensor autograd"
   [nn]="util tensor autograd nn"
-  [train]="util tensor autograd nn train"
-  [app]="util tensor cuda autograd nn train app"
+  [train]="util text tensor autograd nn train"
+  [app]="util text tensor cuda autograd nn train app"
 )
 # file: includes it may have beyond its layer.
 declare -A exceptions=(
