@@ -1,4 +1,5 @@
-// Training data: a byte-level tokenizer, corpus reading, token shards and the window loader.
+// Training data: a byte-level tokenizer, the train/validation split of a corpus's documents (read
+// by text/corpus.hpp), token shards and the window loader.
 //
 //   TokenData data = load_tokens("/usr/share/games/fortunes", 0.05, 0);   // or a shard directory
 //   WindowLoader loader(data.train, /*seq_len=*/128, /*batch_size=*/16, /*seed=*/0);
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "tensor/tensor.hpp"
+#include "text/corpus.hpp"
 #include "util/json_fwd.hpp"
 
 namespace cotan::train {
@@ -49,31 +51,12 @@ std::string decode(std::span<const int32_t> ids, std::string_view eod = "");
 // The documents encoded one after another, each followed by kEndOfDocument.
 std::vector<int32_t> encode_documents(const std::vector<std::string>& documents);
 
-// ---- corpus reading ----
+// ---- corpus reading (text/corpus.hpp) ----
 
-// "/usr/share/games/fortunes" (Debian's fortunes package: English fortune files); throws when it
-// is missing, saying how to install it or to pass --data.
-std::string default_corpus_path();
-
-// The documents of one file's text. A text with at least one line consisting only of "%" (the
-// fortune format; a trailing '\r' is allowed) is split at those lines, each document keeping its
-// lines verbatim up to the separator (with their newlines); any other text is one document.
-// Documents holding only whitespace are dropped.
-std::vector<std::string> split_documents(std::string_view text);
-
-// The files read_documents reads for `path`, in the order it reads them: `path` itself when it is
-// a file; for a directory, its regular files found recursively, sorted by path, skipping
-// - hidden entries (names starting with '.'),
-// - strfile indexes: "X.dat" next to a file "X",
-// - a file reached twice (Debian's "X.u8 -> X" symlinks): only the first path in order is kept,
-// - the subdirectories of a fortune database, a directory holding strfile indexes: Debian
-//   installs offensive (off/) and other-language collections there.
-// Symbolic links to directories are not followed.
-std::vector<std::string> corpus_files(const std::string& path);
-
-// The documents of every file of corpus_files(path), in order. Errors:
-// "[data] PATH: no such file or directory", "[data] PATH: the corpus is empty".
-std::vector<std::string> read_documents(const std::string& path);
+using text::corpus_files;
+using text::default_corpus_path;
+using text::read_documents;
+using text::split_documents;
 
 // Splits documents into (train, validation) deterministically from the seed: each document gets a
 // Philox key, and the round(val_fraction * n) documents with the smallest keys go to validation,
@@ -163,8 +146,8 @@ struct TokenData {
 //   validation;
 // - a directory holding train-*.tok shards: those (sorted by name) are the training split and its
 //   val-*.tok shards (possibly none) the validation split;
-// - anything else is a text corpus: read_documents, split_train_val(val_fraction, seed), each
-//   split encoded with encode_documents.
+// - anything else is a corpus (text or JSONL files, maybe compressed: text/corpus.hpp):
+//   read_documents, split_train_val(val_fraction, seed), each split encoded with encode_documents.
 // val_fraction and seed only apply to text corpora; `cotan tokenize` with the same fraction and
 // seed writes shards holding the same two token streams.
 TokenData load_tokens(const std::string& path, double val_fraction, uint64_t seed);
