@@ -3,8 +3,11 @@
 //
 //   make_seeds TARGET DIR   writes TARGET's seeds into DIR (created if needed)
 //
-// TARGET is one of safetensors, sharded_index, config, token_shard, checkpoint_meta. Built with
+// TARGET is one of safetensors, sharded_index, config, token_shard, checkpoint_meta, jsonl. Built with
 // the project's compiler; tests/fuzz/run.sh runs it before each fuzzing run.
+#include <zlib.h>
+#include <zstd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -200,10 +203,52 @@ Seeds checkpoint_meta_seeds() {
   return s;
 }
 
+// The text of one gzip member or zstd frame holding `data`.
+std::string gzip_member(std::string_view data) {
+  z_stream z{};
+  if (deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK) fail("fuzz", "deflateInit2 failed");
+  std::string out(deflateBound(&z, uLong(data.size())), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = uInt(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = uInt(out.size());
+  const int rc = deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) fail("fuzz", "deflate failed");
+  return out;
+}
+std::string zstd_frame(std::string_view data) {
+  std::string out(ZSTD_compressBound(data.size()), '\0');
+  const size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), 3);
+  if (ZSTD_isError(n)) fail("fuzz", "ZSTD_compress: ", ZSTD_getErrorName(n));
+  out.resize(n);
+  return out;
+}
+
+Seeds jsonl_seeds() {
+  Seeds s;
+  const std::string lines = R"({"text": "first", "id": 1})" "\n"
+                            R"({"id": 2, "text": "caf\u00e9 \ud83d\ude00 tab\tquote\" line\n"})" "\n\n"
+                            R"({"meta": {"text": 1}, "text": "top"})" "\r\n"
+                            R"({"text": ""})" "\n"
+                            R"({"text": null})" "\n"
+                            R"({"title": "x"})" "\n"
+                            R"([1, 2])" "\n"
+                            R"({"text": "last"})";
+  s["lines"] = lines;
+  s["near_misses"] = R"({"text": "\ud800"})" "\n" R"({"text": "a", "text": "b"})" "\n" R"({"text": "a",})" "\n"
+                     "{\"text\": \"raw \xff\"}\n";
+  s["lines.gz"] = gzip_member(lines.substr(0, 40)) + gzip_member(lines.substr(40));
+  s["lines.zst"] = zstd_frame(lines.substr(0, 40)) + zstd_frame(lines.substr(40));
+  s["fortunes"] = "one\n%\ntwo\r\n%\r\n";
+  return s;
+}
+
 const std::map<std::string, std::function<Seeds()>> kTargets = {
     {"safetensors", safetensors_seeds},   {"sharded_index", sharded_index_seeds},
     {"config", config_seeds},             {"token_shard", token_shard_seeds},
-    {"checkpoint_meta", checkpoint_meta_seeds},
+    {"checkpoint_meta", checkpoint_meta_seeds}, {"jsonl", jsonl_seeds},
 };
 
 }  // namespace
