@@ -1,19 +1,25 @@
 // cotan pretrain and cotan distill. Ctrl-C stops either after writing a checkpoint, prints the
 // command that continues the run (`--resume DIR`) and exits with status 130.
-#include <boost/program_options.hpp>
-#include <algorithm>
-#include <limits>
-#include <iostream>
 #include <unistd.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <optional>
 
 #include "app/commands.hpp"
 #include "app/options.hpp"
 #include "cotan_config.h"
 #include "nn/model_dir.hpp"
 #include "tensor/op_table.hpp"
+#include "text/tokenizer.hpp"
 #include "train/study.hpp"
+#include "train/tokenize_corpus.hpp"
 
 namespace po = boost::program_options;
+namespace fs = std::filesystem;
 
 namespace cotan::app {
 
@@ -175,15 +181,24 @@ void tf32_option(bool enabled, Device device) {
   backend(device).set_tf32(true);
 }
 
+constexpr const char* kDataHelp =
+    "a text file, a JSONL file (*.jsonl; .gz or .zst too), a directory of them, or token shards (default: the "
+    "fortunes corpus)";
+
 int cmd_pretrain(const Args& args) {
   train::TrainConfig c = train::default_study().train;
   c.steps = 300;
   c.loss.kd_ratio = 0;
-  std::string config = "tiny-teacher", data, out, loss_spec, resume_dir, device, dtype, seed;
+  std::string config = "tiny-teacher", data, out, loss_spec, resume_dir, device, dtype, seed, tokenizer_path, cache_dir;
+  std::string text_field = "text";
   po::options_description opts("cotan pretrain [options]: train a model (a teacher) with cross-entropy");
   opts.add_options()("help,h", "show this help")("config", po::value(&config)->default_value(config),
                                                   "preset, config.json or model directory")(
-      "data", po::value(&data), "text file or directory, or token shards (default: the fortunes corpus)")(
+      "data", po::value(&data), kDataHelp)(
+      "tokenizer", po::value(&tokenizer_path),
+      "tokenize a text corpus with this tokenizer.json (or a model directory holding one); default: the bytes")(
+      "text-field", po::value(&text_field)->default_value(text_field), "the field of a JSONL corpus holding each document")(
+      "cache-dir", po::value(&cache_dir), "where tokenized corpora are kept (default: ~/.cache/cotan)")(
       "run-dir", po::value(&c.run_dir)->default_value("runs/pretrain"), "where metrics and checkpoints go")(
       "out", po::value(&out), "also save the trained model as an HF directory here")(
       "steps", po::value(&c.steps)->default_value(c.steps), "optimizer steps")(
@@ -207,7 +222,20 @@ int cmd_pretrain(const Args& args) {
   c.compute_dtype = dtype_option(dtype);
   c.progress = isatty(STDERR_FILENO);
   nn::CausalLM model(load_model_config("--config", config));
-  train::TokenData tokens = train::load_tokens(data.empty() ? train::default_corpus_path() : data, 0.05, 0);
+  if (tokenizer_path.empty() && fs::exists(fs::path(config) / "tokenizer.json")) tokenizer_path = config;
+  std::optional<text::Tokenizer> hf;
+  if (!tokenizer_path.empty()) {
+    hf.emplace(text::Tokenizer::load(tokenizer_path));
+    if (hf->vocab_size() > model.config().vocab_size)
+      fail("pretrain", hf->path(), " has ", hf->vocab_size(), " ids, more than the model's vocab_size ",
+           model.config().vocab_size, " (", config, ")");
+  }
+  text::CorpusOptions corpus;
+  corpus.text_field = text_field;
+  const std::string data_path = data.empty() ? train::default_corpus_path() : data;
+  train::TokenData tokens = train::load_corpus_tokens(data_path, train::CorpusTokenizer(hf ? &*hf : nullptr), 0.05, 0,
+                                                      cache_dir.empty() ? train::default_cache_dir() : cache_dir, corpus,
+                                                      &std::cerr);
   Generator gen(c.seed);
   auto [ps, st] = model.init(gen);
   train::install_interrupt_handler();
@@ -216,7 +244,17 @@ int cmd_pretrain(const Args& args) {
     std::cerr << "continue with: " << resume_command("pretrain", args, c.run_dir) << "\n";
     return kInterruptedStatus;
   }
-  if (!out.empty()) nn::save_model_dir(out, model.config(), r.params, r.state);
+  if (!out.empty()) {
+    nn::save_model_dir(out, model.config(), r.params, r.state);
+    // The tokenizer goes with the model, as in an HF model directory.
+    if (hf) {
+      const fs::path source = fs::path(hf->path()).parent_path();
+      fs::copy_file(hf->path(), fs::path(out) / "tokenizer.json", fs::copy_options::overwrite_existing);
+      if (fs::exists(source / "tokenizer_config.json"))
+        fs::copy_file(source / "tokenizer_config.json", fs::path(out) / "tokenizer_config.json",
+                      fs::copy_options::overwrite_existing);
+    }
+  }
   if (!r.evals.empty()) std::cout << "validation perplexity " << r.evals.back().ppl << "\n";
   std::cout << "run directory: " << c.run_dir << "\n";
   return 0;
@@ -230,10 +268,14 @@ int cmd_distill(const Args& args) {
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
   opts.add_options()("help,h", "show this help")("quick", "a one-minute version of the study")(
-      "data", po::value(&s.data), "text file or directory, or token shards (default: the fortunes corpus)")(
+      "data", po::value(&s.data), kDataHelp)(
+      "tokenizer", po::value(&s.tokenizer),
+      "tokenize a text corpus with this tokenizer.json or model directory (default: the teacher's tokenizer.json "
+      "when --teacher is a model directory with one, else the bytes)")(
+      "text-field", po::value(&s.text_field)->default_value(s.text_field), "the field of a JSONL corpus holding each document")(
       "run-dir", po::value(&s.run_dir), "where results go (default: runs/distill-<time>)")(
       "resume", po::value(&resume_dir)->value_name("DIR"), "continue the interrupted study in DIR (with the options it was started with)")(
-      "cache-dir", po::value(&s.cache_dir), "where pretrained teachers are kept")(
+      "cache-dir", po::value(&s.cache_dir), "where pretrained teachers and tokenized corpora are kept (default: ~/.cache/cotan)")(
       "teacher", po::value(&s.teacher)->default_value(s.teacher),
       "an HF model directory (its weights are loaded and frozen), or a preset or config.json (pretrained here first)")(
       "student", po::value(&s.student)->default_value(s.student),

@@ -50,10 +50,9 @@ std::vector<int32_t> encode_documents(const std::vector<std::string>& documents)
 
 // ---- train/validation split ----
 
-DocumentSplit split_train_val(std::vector<std::string> documents, double val_fraction, uint64_t seed) {
+std::vector<bool> validation_mask(size_t n, double val_fraction, uint64_t seed) {
   if (!(val_fraction >= 0.0 && val_fraction < 1.0))
     fail("data", "the validation fraction must be in [0, 1), got ", val_fraction);
-  const size_t n = documents.size();
   size_t n_val = size_t(std::llround(val_fraction * double(n)));
   if (n >= 2 && val_fraction > 0.0) n_val = std::clamp<size_t>(n_val, 1, n - 1);
   if (n < 2) n_val = 0;
@@ -69,9 +68,13 @@ DocumentSplit split_train_val(std::vector<std::string> documents, double val_fra
     std::nth_element(keys.begin(), keys.begin() + std::ptrdiff_t(n_val - 1), keys.end());
     for (size_t k = 0; k < n_val; ++k) in_val[keys[k].second] = true;
   }
+  return in_val;
+}
+
+DocumentSplit split_train_val(std::vector<std::string> documents, double val_fraction, uint64_t seed) {
+  const size_t n = documents.size();
+  const std::vector<bool> in_val = validation_mask(n, val_fraction, seed);
   DocumentSplit split;
-  split.val.reserve(n_val);
-  split.train.reserve(n - n_val);
   for (size_t i = 0; i < n; ++i) (in_val[i] ? split.val : split.train).push_back(std::move(documents[i]));
   return split;
 }

@@ -14,13 +14,16 @@
 //
 // Token shard files (docs/formats.md, "Token shards"), all integers little-endian:
 //   offset  0  8 bytes  magic "COTANTOK"
-//   offset  8  u32      version, 2
+//   offset  8  u32      version, 3
 //   offset 12  u32      token dtype: 1 = u16, 2 = u32
 //   offset 16  u64      token count n
 //   offset 24  u32      the largest token id (0 for an empty shard)
-//   offset 28  u32      zero
-//   offset 32  n tokens of that dtype; the file is exactly 32 + n * (2 or 4) bytes long.
-// Version 1 shards (no largest id: their header ends at offset 24) are still read.
+//   offset 28  u32      the tokenizer's vocabulary size (0: not recorded)
+//   offset 32  u64      the tokenizer's hash (XXH3-64 of its tokenizer.json; kByteTokenizerHash
+//                       for the byte tokenizer; 0: not recorded)
+//   offset 40  n tokens of that dtype; the file is exactly 40 + n * (2 or 4) bytes long.
+// Versions 1 (a 24-byte header without the largest id) and 2 (32 bytes: the largest id and four
+// zero bytes) are still read; they record no tokenizer.
 // Shards are read through mmap; a TokenShard keeps its mapping alive, and so does every
 // TokenSequence that holds it.
 #pragma once
@@ -34,6 +37,7 @@
 
 #include "tensor/tensor.hpp"
 #include "text/corpus.hpp"
+#include "util/hash.hpp"
 #include "util/json_fwd.hpp"
 
 namespace cotan::train {
@@ -65,15 +69,32 @@ struct DocumentSplit {
   std::vector<std::string> train, val;
 };
 DocumentSplit split_train_val(std::vector<std::string> documents, double val_fraction, uint64_t seed);
+// Which of n documents split_train_val sends to validation, for a corpus read twice: once to
+// count its documents, once to tokenize them.
+std::vector<bool> validation_mask(size_t n, double val_fraction, uint64_t seed);
 
 // ---- token shards ----
 
 enum class TokenDType : uint32_t { u16 = 1, u32 = 2 };
 
 inline constexpr char kShardMagic[8] = {'C', 'O', 'T', 'A', 'N', 'T', 'O', 'K'};
-inline constexpr uint32_t kShardVersion = 2;      // the version written; 1 is still read
-inline constexpr size_t kShardHeaderBytes = 32;   // version 2: the v1 fields, the largest id, 4 zero bytes
+inline constexpr uint32_t kShardVersion = 3;      // the version written; 1 and 2 are still read
+inline constexpr size_t kShardHeaderBytes = 40;   // version 3: the v2 fields and the tokenizer's
+inline constexpr size_t kShardV2HeaderBytes = 32;
 inline constexpr size_t kShardV1HeaderBytes = 24;
+
+// What made a shard's ids: the tokenizer's hash and vocabulary size; both 0 when not recorded.
+struct ShardTokenizer {
+  uint64_t hash = 0;
+  uint32_t vocab_size = 0;
+  bool known() const { return hash != 0; }
+  bool operator==(const ShardTokenizer&) const = default;
+};
+// The byte tokenizer's identity in shard headers.
+inline constexpr uint64_t kByteTokenizerHash = fnv1a("cotan byte tokenizer: ids 0..255 are bytes, 256 ends a document");
+inline constexpr ShardTokenizer kByteTokenizer{kByteTokenizerHash, uint32_t(kByteVocab)};
+// "the byte tokenizer", "tokenizer 0123456789abcdef (vocabulary 151936)" or "an unrecorded tokenizer".
+std::string describe(const ShardTokenizer& tokenizer);
 
 // A validated, memory-mapped shard. Copies share the mapping.
 class TokenShard {
@@ -88,6 +109,8 @@ class TokenShard {
   // The largest token id (0 when empty): recorded in the header (version 2), found by a scan at
   // open for version 1.
   int64_t max_id() const { return max_id_; }
+  // The tokenizer recorded in the header (version 3); unknown for older shards.
+  const ShardTokenizer& tokenizer() const { return tokenizer_; }
   const void* data() const { return data_; }  // the first token
   int64_t operator[](uint64_t i) const;       // unchecked
   std::vector<int32_t> to_vector() const;
@@ -97,13 +120,16 @@ class TokenShard {
   TokenDType dtype_ = TokenDType::u16;
   uint64_t count_ = 0;
   int64_t max_id_ = 0;
+  ShardTokenizer tokenizer_;
   const void* data_ = nullptr;
   std::shared_ptr<const void> mapping_;
 };
 
-// Writes a shard atomically (a temporary file in the same directory, then rename): u16 when every
-// id is below 65536, otherwise u32. Negative ids throw.
-void write_token_shard(const std::string& path, std::span<const int32_t> tokens);
+// Writes a shard atomically (a temporary file in the same directory, then rename), recording the
+// tokenizer when given: u16 when its vocabulary fits (or, when none is recorded, every id is below
+// 65536), otherwise u32. Negative ids, and ids at or above a recorded vocabulary size, throw.
+void write_token_shard(const std::string& path, std::span<const int32_t> tokens,
+                       const ShardTokenizer& tokenizer = {});
 
 // ---- token sequences ----
 
@@ -139,6 +165,7 @@ class TokenSequence {
 
 struct TokenData {
   TokenSequence train, val;
+  ShardTokenizer tokenizer;  // what the shards record (all agree); the byte tokenizer for text corpora
 };
 
 // Tokens for `--data PATH`:
@@ -151,6 +178,9 @@ struct TokenData {
 // val_fraction and seed only apply to text corpora; `cotan tokenize` with the same fraction and
 // seed writes shards holding the same two token streams.
 TokenData load_tokens(const std::string& path, double val_fraction, uint64_t seed);
+// Whether load_tokens reads `path` as token shards (a shard file, or a directory holding .tok
+// files) rather than as a text corpus.
+bool is_token_data(const std::string& path);
 
 // ---- batches ----
 

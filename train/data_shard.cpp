@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "train/data.hpp"
 #include "util/atomic_file.hpp"
@@ -85,10 +86,22 @@ std::vector<std::string> shard_names(const fs::path& dir) {
   return names;
 }
 
-TokenSequence read_shards(const fs::path& dir, const std::vector<std::string>& names, std::string_view prefix) {
+// The shards whose names start with `prefix`, end to end; each must record the same tokenizer
+// as the first shard of the directory, whose path and tokenizer `first` keeps.
+TokenSequence read_shards(const fs::path& dir, const std::vector<std::string>& names, std::string_view prefix,
+                          std::optional<std::pair<std::string, ShardTokenizer>>& first) {
   TokenSequence tokens;
-  for (const std::string& name : names)
-    if (starts_with(name, prefix)) tokens.append(TokenSequence(TokenShard::open((dir / name).string())));
+  for (const std::string& name : names) {
+    if (!starts_with(name, prefix)) continue;
+    const TokenShard shard = TokenShard::open((dir / name).string());
+    if (!first) {
+      first.emplace(shard.path(), shard.tokenizer());
+    } else if (shard.tokenizer() != first->second) {
+      fail("data", shard.path(), " was made with ", describe(shard.tokenizer()), ", but ", first->first, " with ",
+           describe(first->second), ": the shards of one directory must come from one tokenizer");
+    }
+    tokens.append(TokenSequence(shard));
+  }
   return tokens;
 }
 
@@ -121,9 +134,9 @@ TokenShard TokenShard::open(const std::string& path) {
   if (std::memcmp(bytes, kShardMagic, sizeof kShardMagic) != 0)
     fail("data", path, ": not a token shard (the magic is not COTANTOK)");
   const auto version = read_field<uint32_t>(bytes, 8);
-  if (version != 1 && version != kShardVersion)
-    fail("data", path, ": token shard version ", version, " is not supported (expected 1 or ", kShardVersion, ")");
-  const size_t header_bytes = version == 1 ? kShardV1HeaderBytes : kShardHeaderBytes;
+  if (version < 1 || version > kShardVersion)
+    fail("data", path, ": token shard version ", version, " is not supported (expected 1 to ", kShardVersion, ")");
+  const size_t header_bytes = version == 1 ? kShardV1HeaderBytes : version == 2 ? kShardV2HeaderBytes : kShardHeaderBytes;
   if (file_size < header_bytes)
     fail("data", path, ": ", file_size, " bytes is too short for a version ", version, " token shard (the header alone is ",
          header_bytes, ")");
@@ -146,7 +159,16 @@ TokenShard TokenShard::open(const std::string& path) {
     for (uint64_t i = 0; i < count; ++i) shard.max_id_ = std::max(shard.max_id_, token_at(shard.data_, dtype, i));
   } else {
     shard.max_id_ = read_field<uint32_t>(bytes, 24);
-    if (read_field<uint32_t>(bytes, 28) != 0) fail("data", path, ": header bytes 28..31 must be zero");
+    if (version == 2) {
+      if (read_field<uint32_t>(bytes, 28) != 0) fail("data", path, ": header bytes 28..31 must be zero");
+    } else {
+      shard.tokenizer_ = {read_field<uint64_t>(bytes, 32), read_field<uint32_t>(bytes, 28)};
+      if (shard.tokenizer_.known() != (shard.tokenizer_.vocab_size != 0))
+        fail("data", path, ": the header records a tokenizer hash without a vocabulary size, or the reverse");
+      if (shard.tokenizer_.known() && count > 0 && shard.max_id_ >= int64_t(shard.tokenizer_.vocab_size))
+        fail("data", path, ": the header's largest id ", shard.max_id_, " is not below its tokenizer's vocabulary size ",
+             shard.tokenizer_.vocab_size);
+    }
     if (count == 0 && shard.max_id_ != 0) fail("data", path, ": the header gives a largest id for an empty shard");
     if (dtype == TokenDType::u16 && shard.max_id_ > 65535)
       fail("data", path, ": the header's largest id ", shard.max_id_, " does not fit the shard's u16 tokens");
@@ -163,13 +185,26 @@ std::vector<int32_t> TokenShard::to_vector() const {
   return std::vector<int32_t>(wide.begin(), wide.end());
 }
 
-void write_token_shard(const std::string& path, std::span<const int32_t> tokens) {
+std::string describe(const ShardTokenizer& tokenizer) {
+  if (tokenizer == kByteTokenizer) return "the byte tokenizer";
+  if (!tokenizer.known()) return "an unrecorded tokenizer";
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(tokenizer.hash));
+  return cat("tokenizer ", hex, " (vocabulary ", tokenizer.vocab_size, ")");
+}
+
+void write_token_shard(const std::string& path, std::span<const int32_t> tokens, const ShardTokenizer& tokenizer) {
   int32_t max_id = 0;
   for (int32_t id : tokens) {
     if (id < 0) fail("data", path, ": token id ", id, " is negative");
     max_id = std::max(max_id, id);
   }
-  const TokenDType dtype = max_id < 65536 ? TokenDType::u16 : TokenDType::u32;
+  if (tokenizer.known() != (tokenizer.vocab_size != 0))
+    fail("data", path, ": a tokenizer needs both its hash and its vocabulary size");
+  if (tokenizer.known() && !tokens.empty() && uint32_t(max_id) >= tokenizer.vocab_size)
+    fail("data", path, ": token id ", max_id, " is not below the tokenizer's vocabulary size ", tokenizer.vocab_size);
+  const bool narrow = tokenizer.known() ? tokenizer.vocab_size <= 65536 : max_id < 65536;
+  const TokenDType dtype = narrow ? TokenDType::u16 : TokenDType::u32;
 
   unsigned char header[kShardHeaderBytes] = {};
   const uint32_t version = kShardVersion, code = uint32_t(dtype), largest = uint32_t(max_id);
@@ -179,6 +214,8 @@ void write_token_shard(const std::string& path, std::span<const int32_t> tokens)
   std::memcpy(header + 12, &code, 4);
   std::memcpy(header + 16, &count, 8);
   std::memcpy(header + 24, &largest, 4);
+  std::memcpy(header + 28, &tokenizer.vocab_size, 4);
+  std::memcpy(header + 32, &tokenizer.hash, 8);
 
   AtomicFile out(path, "data");
   out.write(header, sizeof header);
@@ -259,18 +296,29 @@ std::vector<int32_t> TokenSequence::to_vector() const {
 
 // ---- load_tokens ----
 
+bool is_token_data(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::is_regular_file(status)) return ends_with(path, ".tok") || has_shard_magic(path);
+  return fs::is_directory(status) && !shard_names(path).empty();
+}
+
 TokenData load_tokens(const std::string& path, double val_fraction, uint64_t seed) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
   if (!fs::exists(status)) fail("data", path, ": no such file or directory");
 
-  if (fs::is_regular_file(status) && (ends_with(path, ".tok") || has_shard_magic(path)))
-    return {TokenSequence(TokenShard::open(path)), TokenSequence()};
+  if (fs::is_regular_file(status) && (ends_with(path, ".tok") || has_shard_magic(path))) {
+    const TokenShard shard = TokenShard::open(path);
+    return {TokenSequence(shard), TokenSequence(), shard.tokenizer()};
+  }
 
   if (fs::is_directory(status)) {
     const std::vector<std::string> names = shard_names(path);
     if (!names.empty()) {
-      TokenData data{read_shards(path, names, "train-"), read_shards(path, names, "val-")};
+      std::optional<std::pair<std::string, ShardTokenizer>> first;
+      TokenData data{read_shards(path, names, "train-", first), read_shards(path, names, "val-", first), {}};
+      if (first) data.tokenizer = first->second;
       if (data.train.empty() &&
           std::none_of(names.begin(), names.end(), [](const std::string& n) { return starts_with(n, "train-"); }))
         fail("data", path, ": holds .tok files but no train-*.tok shards");
@@ -279,7 +327,7 @@ TokenData load_tokens(const std::string& path, double val_fraction, uint64_t see
   }
 
   DocumentSplit split = split_train_val(read_documents(path), val_fraction, seed);
-  return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val))};
+  return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val)), kByteTokenizer};
 }
 
 }  // namespace cotan::train

@@ -19,6 +19,7 @@
 #include "train/plot.hpp"
 #include "train/run_dir.hpp"
 #include "train/stats.hpp"
+#include "train/tokenize_corpus.hpp"
 #include "util/atomic_file.hpp"
 #include "util/hash.hpp"
 #include "util/json.hpp"
@@ -69,13 +70,13 @@ StudyConfig quick_study() {
   return c;
 }
 
-namespace {
-
 std::string default_cache_dir() {
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return (fs::path(x) / "cotan").string();
   if (const char* h = std::getenv("HOME"); h && *h) return (fs::path(h) / ".cache" / "cotan").string();
   return (fs::temp_directory_path() / "cotan-cache").string();
 }
+
+namespace {
 
 std::string hex_hash(const std::string& text) {
   char buf[17];
@@ -108,6 +109,7 @@ struct StudyInputs {
   std::optional<nn::Params> student_weights;  // --student named one: the students start from them
   nn::ModelConfig student;  // softmax attention; each variant sets its own
   std::string data_path;
+  std::optional<text::Tokenizer> tokenizer;  // none: the byte tokenizer
   TokenData data;
 };
 
@@ -117,6 +119,7 @@ Json study_json(const StudyConfig& config, const StudyInputs& in) {
   Json j = Json::object();
   j["quick"] = config.quick;
   j["data"] = fs::absolute(in.data_path).string();
+  if (in.tokenizer) j["tokenizer"] = describe(ShardTokenizer{in.tokenizer->hash(), uint32_t(in.tokenizer->vocab_size())});
   j["train_tokens"] = in.data.train.size();
   j["teacher"] = in.teacher.to_json();
   if (in.teacher_dir) j["teacher_weights"] = fs::absolute(config.teacher).string();
@@ -188,7 +191,19 @@ StudyInputs read_inputs(const StudyConfig& config) {
     fail("distill", "teacher vocabulary ", in.teacher.vocab_size, " (", config.teacher, ") differs from the student's ",
          in.student.vocab_size, " (", config.student, "); pass --slice-teacher-vocab to drop the teacher's extra rows");
   in.data_path = config.data.empty() ? default_corpus_path() : config.data;
-  in.data = load_tokens(in.data_path, 0.05, 0);
+  std::string tokenizer_path = config.tokenizer;
+  if (tokenizer_path.empty() && fs::exists(fs::path(config.teacher) / "tokenizer.json")) tokenizer_path = config.teacher;
+  if (!tokenizer_path.empty()) {
+    in.tokenizer.emplace(text::Tokenizer::load(tokenizer_path));
+    if (in.tokenizer->vocab_size() > in.student.vocab_size)
+      fail("distill", in.tokenizer->path(), " has ", in.tokenizer->vocab_size(), " ids, more than the student's vocab_size ",
+           in.student.vocab_size, " (", config.student, ")");
+  }
+  const CorpusTokenizer tokenizer(in.tokenizer ? &*in.tokenizer : nullptr);
+  text::CorpusOptions corpus;
+  corpus.text_field = config.text_field;
+  in.data = load_corpus_tokens(in.data_path, tokenizer, 0.05, 0,
+                               config.cache_dir.empty() ? default_cache_dir() : config.cache_dir, corpus, &std::cerr);
   check_inputs(in.student, &in.teacher, in.data, config.train);
   (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
   return in;

@@ -30,6 +30,10 @@ struct StudyVariant {
 
 struct StudyConfig {
   std::string data;              // empty: the default corpus
+  // The tokenizer of text corpora: a tokenizer.json or a directory holding one. Empty: the
+  // teacher's own when --teacher is a model directory with a tokenizer.json, else the bytes.
+  std::string tokenizer;
+  std::string text_field = "text";  // of JSONL corpora
   std::string run_dir;           // empty: runs/distill-<timestamp>
   std::string cache_dir;         // empty: $XDG_CACHE_HOME/cotan or ~/.cache/cotan
   std::string teacher = "tiny-teacher";
@@ -53,6 +57,9 @@ struct StudyResult {
 };
 
 std::vector<StudyVariant> default_variants();
+// Where pretrained teachers and tokenized corpora are kept: $XDG_CACHE_HOME/cotan, else
+// ~/.cache/cotan.
+std::string default_cache_dir();
 // A config sized to finish in about a minute on 2 cores.
 StudyConfig quick_study();
 StudyConfig default_study();

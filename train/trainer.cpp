@@ -20,6 +20,7 @@
 #include "util/atomic_file.hpp"
 #include "util/checksum.hpp"
 #include "util/json.hpp"
+#include "util/progress.hpp"
 
 namespace cotan::train {
 
@@ -256,13 +257,6 @@ std::vector<AlphaStat> alpha_stats(const nn::State& st) {
     layers.push_back({name, m, std::sqrt(s)});
   }
   return layers;
-}
-
-std::string format_duration(double seconds) {
-  int s = int(seconds + 0.5);
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%d:%02d", s / 60, s % 60);
-  return buf;
 }
 
 }  // namespace

@@ -131,6 +131,49 @@ case_distill_teacher_dir() {
   [ ! -e "$WORK/study2" ] || fail "the run directory was created"
 }
 
+# ---- an HF teacher directory with its tokenizer.json, and a JSONL corpus ----
+
+FIXTURES=$(cd "$(dirname "$0")/../tokenizer/fixtures" && pwd)
+
+make_jsonl_corpus() {  # FILE
+  i=0
+  while [ $i -lt 150 ]; do
+    printf '{"text": "Record %d: the quick brown fox jumps over the lazy dog, %d times over."}\n' $i $((i * 7919 % 1000))
+    i=$((i + 1))
+  done > "$1"
+}
+
+case_distill_hf_teacher_jsonl() {
+  make_jsonl_corpus "$WORK/web.jsonl"
+  make_config "$WORK/hf.json" softmax 4505  # the qwen2 fixture tokenizer's 4505 ids
+  pretrain --config "$WORK/hf.json" --tokenizer "$FIXTURES/qwen2" --data "$WORK/web.jsonl" --cache-dir "$WORK/cache" \
+    --run-dir "$WORK/teacher_run" --out "$WORK/teacher" > "$STDOUT" 2> "$STDERR" || fail "the teacher's run failed: $(cat "$STDERR")"
+  [ -f "$WORK/teacher/tokenizer.json" ] || fail "--out did not get the tokenizer.json"
+  distill --teacher "$WORK/teacher" --student "$WORK/hf.json" --data "$WORK/web.jsonl" --teacher-steps 0 \
+    --run-dir "$WORK/study" > "$STDOUT" 2> "$STDERR" || fail "distilling from $WORK/teacher failed: $(cat "$STDERR")"
+  grep -qF "parameters, loaded)" "$STDOUT" || fail "the teacher was not loaded: $(cat "$STDOUT")"
+  grep -qF "data: reusing $WORK/cache/tokens/" "$STDERR" ||
+    fail "the corpus was not read from the shards the pretraining cached: $(cat "$STDERR")"
+  shard=$(find "$WORK/cache/tokens" -name train-00000.tok | head -n 1)
+  [ -n "$shard" ] || fail "no cached shards under $WORK/cache/tokens"
+  [ "$(od -An -tu4 -j28 -N4 --endian=little "$shard" | tr -d ' ')" = 4505 ] || fail "$shard does not record the 4505 ids"
+  [ -f "$WORK/study/table.md" ] || fail "no table.md"
+}
+
+case_distill_tokenizer_mismatch() {
+  make_jsonl_corpus "$WORK/web.jsonl"
+  make_config "$WORK/hf.json" softmax 4505
+  pretrain --config "$WORK/hf.json" --tokenizer "$FIXTURES/qwen2" --data "$WORK/web.jsonl" --cache-dir "$WORK/cache" \
+    --run-dir "$WORK/teacher_run" --out "$WORK/teacher" > /dev/null 2>&1 || fail "the teacher's run failed"
+  "$COTAN" tokenize "$WORK/web.jsonl" --out "$WORK/bytes" > /dev/null 2>&1 || fail "tokenize failed"
+  expect_error "$WORK/bytes was made with the byte tokenizer|$WORK/teacher/tokenizer.json|vocabulary 4505" \
+    distill --teacher "$WORK/teacher" --student "$WORK/hf.json" --data "$WORK/bytes" --teacher-steps 0 --run-dir "$WORK/study"
+  "$COTAN" tokenize "$WORK/web.jsonl" --tokenizer "$FIXTURES/qwen2" --out "$WORK/qwen" > /dev/null 2>&1 || fail "tokenize failed"
+  expect_error "$WORK/qwen was made with tokenizer|vocabulary 4505|the byte tokenizer (vocabulary 257)" \
+    pretrain --data "$WORK/qwen" --run-dir "$WORK/run"
+  [ ! -e "$WORK/study" ] && [ ! -e "$WORK/run" ] || fail "a run directory was created"
+}
+
 # ---- an unknown attention kind or option ----
 
 case_pretrain_unknown_attention() {

@@ -35,8 +35,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const uint64_t n = shard->size();
-  const bool v1 = data[8] == 1;  // version 1 headers stop after the count
-  require((v1 ? kShardV1HeaderBytes : kShardHeaderBytes) + n * (shard->dtype() == TokenDType::u16 ? 2 : 4) == size,
+  const bool v1 = data[8] == 1;  // version 1 headers stop after the count, version 2 after the largest id
+  const size_t header = v1 ? kShardV1HeaderBytes : data[8] == 2 ? kShardV2HeaderBytes : kShardHeaderBytes;
+  if (shard->tokenizer().known() && n > 0)
+    require(shard->max_id() < int64_t(shard->tokenizer().vocab_size), "the largest id is below the recorded vocabulary");
+  require(header + n * (shard->dtype() == TokenDType::u16 ? 2 : 4) == size,
           "a shard is exactly its header and its tokens");
   const std::vector<int32_t> listed = shard->to_vector();
   require(listed.size() == n, "to_vector holds every token");

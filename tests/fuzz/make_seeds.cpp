@@ -151,6 +151,8 @@ Seeds token_shard_seeds() {
   s["u32"] = shard({1, 70000, 256, 0, 2147483647});
   s["empty"] = shard({});
   s["one"] = shard({256});
+  train::write_token_shard(path, std::vector<int32_t>{3, 151935}, train::ShardTokenizer{0x1234, 151936});
+  s["tokenizer"] = read_file(path);
   // Near misses: bad magic, version 2, dtype 3, a count that does not match, a short header.
   std::string bad = s["u16"];
   bad[0] = 'X';

@@ -164,9 +164,11 @@ TEST_CASE("token shards round-trip as u16 and u32") {
     CHECK(shard.size() == tokens.size());
     CHECK(shard.to_vector() == tokens);
     CHECK(shard[5] == kEndOfDocument);
-    CHECK(read_bytes(dir / "a.tok").substr(0, 16) == std::string("COTANTOK\2\0\0\0\1\0\0\0", 16));
-    CHECK(read_bytes(dir / "a.tok").substr(24, 8) == std::string("\xff\xff\0\0\0\0\0\0", 8));  // the largest id
+    CHECK(read_bytes(dir / "a.tok").substr(0, 16) == std::string("COTANTOK\3\0\0\0\1\0\0\0", 16));
+    // The largest id, then no tokenizer recorded: vocabulary 0, hash 0.
+    CHECK(read_bytes(dir / "a.tok").substr(24, 16) == std::string("\xff\xff\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16));
     CHECK(shard.max_id() == 65535);
+    CHECK(!shard.tokenizer().known());
   }
   SUBCASE("u32") {
     const std::vector<int32_t> tokens = {0, 65536, 256, 2000000000, 7};
@@ -189,6 +191,47 @@ TEST_CASE("token shards round-trip as u16 and u32") {
   }
   CHECK(error_of([&] { write_token_shard(dir / "e.tok", std::vector<int32_t>{1, -2}); }) ==
         "[data] " + (dir / "e.tok") + ": token id -2 is negative");
+}
+
+TEST_CASE("token shards record the tokenizer that made them") {
+  TempDir dir;
+  const ShardTokenizer qwen{0x0123456789abcdefull, 151936};
+  write_token_shard(dir / "a.tok", std::vector<int32_t>{5, 151935, 0}, qwen);
+  const TokenShard shard = TokenShard::open(dir / "a.tok");
+  CHECK(shard.tokenizer() == qwen);
+  CHECK(shard.dtype() == TokenDType::u32);
+  const std::string bytes = read_bytes(dir / "a.tok");
+  CHECK(bytes.substr(28, 12) == std::string("\x80\x51\x02\x00\xef\xcd\xab\x89\x67\x45\x23\x01", 12));
+  CHECK(fs::file_size(dir / "a.tok") == 40 + 4 * 3);
+  // The vocabulary decides the width: a tokenizer of 65536 ids writes u16 even for small ids.
+  write_token_shard(dir / "b.tok", std::vector<int32_t>{1, 2}, ShardTokenizer{7, 65536});
+  CHECK(TokenShard::open(dir / "b.tok").dtype() == TokenDType::u16);
+  write_token_shard(dir / "c.tok", std::vector<int32_t>{1, 2}, ShardTokenizer{7, 65537});
+  CHECK(TokenShard::open(dir / "c.tok").dtype() == TokenDType::u32);
+  write_token_shard(dir / "bytes.tok", encode_documents({"hi"}), kByteTokenizer);
+  CHECK(describe(TokenShard::open(dir / "bytes.tok").tokenizer()) == "the byte tokenizer");
+  CHECK(describe(qwen) == "tokenizer 0123456789abcdef (vocabulary 151936)");
+  CHECK(error_of([&] { write_token_shard(dir / "d.tok", std::vector<int32_t>{257}, kByteTokenizer); }) ==
+        "[data] " + (dir / "d.tok") + ": token id 257 is not below the tokenizer's vocabulary size 257");
+
+  // One directory, two tokenizers: refused, naming both shards and both tokenizers.
+  fs::create_directories(dir / "mixed");
+  write_token_shard(dir / "mixed/train-00000.tok", std::vector<int32_t>{1, 2, 3}, qwen);
+  write_token_shard(dir / "mixed/train-00001.tok", encode_documents({"abc"}), kByteTokenizer);
+  CHECK(error_of([&] { load_tokens(dir / "mixed", 0.05, 0); }) ==
+        "[data] " + (dir / "mixed/train-00001.tok") + " was made with the byte tokenizer, but " +
+            (dir / "mixed/train-00000.tok") +
+            " with tokenizer 0123456789abcdef (vocabulary 151936): the shards of one directory must come from one "
+            "tokenizer");
+  fs::remove(dir / "mixed/train-00001.tok");
+  write_token_shard(dir / "mixed/val-00000.tok", std::vector<int32_t>{9}, qwen);
+  CHECK(load_tokens(dir / "mixed", 0.05, 0).tokenizer == qwen);
+
+  // Version 2 (a 32-byte header, no tokenizer) is still read.
+  write_file(dir / "v2.tok", std::string("COTANTOK\2\0\0\0\1\0\0\0\2\0\0\0\0\0\0\0\x2c\1\0\0\0\0\0\0", 32) +
+                                 std::string("\7\0\x2c\1", 4));
+  CHECK(TokenShard::open(dir / "v2.tok").to_vector() == std::vector<int32_t>{7, 300});
+  CHECK(!TokenShard::open(dir / "v2.tok").tokenizer().known());
 }
 
 TEST_CASE("the mapping outlives the shard object it came from") {
@@ -219,10 +262,10 @@ TEST_CASE("corrupt token shards are rejected with the file's name") {
   CHECK(open_error() == "[data] " + bad + ": 10 bytes is too short for a token shard (the header alone is 24)");
   patched(0, "COTANTOX");
   CHECK(open_error() == "[data] " + bad + ": not a token shard (the magic is not COTANTOK)");
-  patched(8, std::string("\3\0\0\0", 4));
-  CHECK(open_error() == "[data] " + bad + ": token shard version 3 is not supported (expected 1 or 2)");
+  patched(8, std::string("\4\0\0\0", 4));
+  CHECK(open_error() == "[data] " + bad + ": token shard version 4 is not supported (expected 1 to 3)");
   patched(28, std::string("\1", 1));
-  CHECK(open_error() == "[data] " + bad + ": header bytes 28..31 must be zero");
+  CHECK(open_error() == "[data] " + bad + ": the header records a tokenizer hash without a vocabulary size, or the reverse");
   patched(24, std::string("\0\0\1\0", 4));
   CHECK(open_error() == "[data] " + bad + ": the header's largest id 65536 does not fit the shard's u16 tokens");
   patched(12, std::string("\7\0\0\0", 4));

@@ -1,0 +1,268 @@
+// The tokenizer against HF tokenizers: the committed fixtures of tests/tokenizer/make_fixtures.py
+// (HF's own ids and decodings of every document), and its errors.
+#include <doctest/doctest.h>
+#include <tbb/parallel_for.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "support.hpp"
+#include "text/decompress.hpp"
+#include "text/tokenizer.hpp"
+
+namespace fs = std::filesystem;
+using namespace cotan;
+using text::Tokenizer;
+
+namespace {
+
+const fs::path kFixtures = fs::path(COTAN_SOURCE_DIR) / "tests/tokenizer/fixtures";
+
+// Little-endian reads from a fixture file's bytes.
+struct Cursor {
+  const std::string& bytes;
+  size_t at = 0;
+  uint32_t u32() {
+    REQUIRE(at + 4 <= bytes.size());
+    uint32_t v;
+    std::memcpy(&v, bytes.data() + at, 4);
+    at += 4;
+    return v;
+  }
+  uint8_t u8() {
+    REQUIRE(at < bytes.size());
+    return uint8_t(bytes[at++]);
+  }
+  std::string take(size_t n) {
+    REQUIRE(at + n <= bytes.size());
+    std::string s = bytes.substr(at, n);
+    at += n;
+    return s;
+  }
+  std::vector<int32_t> ids() {
+    const uint32_t n = u32();
+    std::vector<int32_t> v(n);
+    for (uint32_t i = 0; i < n; ++i) v[i] = int32_t(u32());
+    return v;
+  }
+};
+
+struct Document {
+  int set;  // 0: the large set, 1: the adversarial one
+  std::string text;
+};
+
+const std::vector<Document>& documents() {
+  static const std::vector<Document> docs = [] {
+    const std::string bytes = text::read_all((kFixtures / "texts.bin.zst").string());
+    Cursor c{bytes};
+    REQUIRE(c.take(8) == "CTTXT001");
+    std::vector<Document> out(c.u32());
+    for (Document& d : out) {
+      d.set = c.u8();
+      d.text = c.take(c.u32());
+    }
+    CHECK(c.at == bytes.size());
+    return out;
+  }();
+  return docs;
+}
+
+struct Expected {
+  std::vector<int32_t> ids, ids_plain;  // with and without the template
+  std::string decoded, decoded_skip;    // decode(ids), decode(ids, skip_special_tokens)
+};
+
+std::vector<Expected> expected_of(const fs::path& dir) {
+  const std::string bytes = text::read_all((dir / "expected.bin.zst").string());
+  Cursor c{bytes};
+  REQUIRE(c.take(8) == "CTEXP001");
+  std::vector<Expected> out(c.u32());
+  for (Expected& e : out) {
+    e.ids = c.ids();
+    e.ids_plain = c.ids();
+    e.decoded = c.take(c.u32());
+    e.decoded_skip = c.take(c.u32());
+  }
+  CHECK(c.at == bytes.size());
+  return out;
+}
+
+std::string show(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size() && i < 40; ++i) s += (i ? " " : "") + std::to_string(ids[i]);
+  return ids.size() > 40 ? s + " ..." : s;
+}
+
+std::vector<fs::path> fixture_tokenizers() {
+  std::vector<fs::path> dirs;
+  for (const auto& e : fs::directory_iterator(kFixtures))
+    if (e.is_directory() && fs::exists(e.path() / "expected.bin.zst")) dirs.push_back(e.path());
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+Tokenizer load_fixture(const fs::path& dir) {
+  if (fs::exists(dir / "tokenizer.json")) return Tokenizer::load(dir.string());
+  return Tokenizer::from_json(text::read_all((dir / "tokenizer.json.zst").string()), (dir / "tokenizer.json.zst").string());
+}
+
+std::string json_error(const std::string& json) {
+  try {
+    Tokenizer::from_json(json, "t.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A small valid tokenizer.json with `part` spliced in as its member `key`.
+std::string with(const std::string& key, const std::string& part) {
+  std::string model = R"({"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]})";
+  std::string j = "{\"version\":\"1.0\",\"added_tokens\":[],";
+  for (const char* k : {"normalizer", "pre_tokenizer", "post_processor", "decoder"})
+    j += "\"" + std::string(k) + "\":" + (key == k ? part : "null") + ",";
+  return j + "\"model\":" + (key == "model" ? part : model) + "}";
+}
+
+}  // namespace
+
+TEST_CASE("the fixtures cover at least 2 MB of text and an adversarial set") {
+  size_t large = 0, adversarial = 0;
+  for (const Document& d : documents()) (d.set == 0 ? large : adversarial) += d.text.size();
+  CHECK(large >= 2'000'000);
+  CHECK(adversarial > 0);
+  CHECK(fixture_tokenizers().size() >= 3);
+}
+
+TEST_CASE("encode and decode match HF tokenizers on every fixture document") {
+  const std::vector<Document>& docs = documents();
+  for (const fs::path& dir : fixture_tokenizers()) {
+    const std::string name = dir.filename().string();
+    CAPTURE(name);
+    const Tokenizer tokenizer = load_fixture(dir);
+    const std::vector<Expected> expected = expected_of(dir);
+    REQUIRE(expected.size() == docs.size());
+    size_t encode_bad = 0, decode_bad = 0, tokens = 0;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      const Expected& e = expected[i];
+      tokens += e.ids.size();
+      const std::vector<int32_t> ids = tokenizer.encode(docs[i].text);
+      const std::vector<int32_t> plain = tokenizer.encode(docs[i].text, false);
+      if (ids != e.ids || plain != e.ids_plain) {
+        if (++encode_bad <= 3) {
+          MESSAGE(name, " document ", i, " (set ", docs[i].set, ") ", docs[i].text.substr(0, 60), "\n  HF:    ",
+                  show(e.ids), "\n  cotan: ", show(ids));
+        }
+      }
+      const std::string decoded = tokenizer.decode(e.ids), decoded_skip = tokenizer.decode(e.ids, true);
+      if (decoded != e.decoded || decoded_skip != e.decoded_skip) {
+        if (++decode_bad <= 3) {
+          MESSAGE(name, " document ", i, ": decode\n  HF:    ", e.decoded.substr(0, 80), "\n  cotan: ", decoded.substr(0, 80));
+        }
+      }
+    }
+    MESSAGE(name, ": ", docs.size(), " documents, ", tokens, " tokens");
+    CHECK(encode_bad == 0);
+    CHECK(decode_bad == 0);
+  }
+}
+
+TEST_CASE("a tokenizer encodes the same from many threads at once") {
+  const std::vector<fs::path> dirs = fixture_tokenizers();
+  REQUIRE(!dirs.empty());
+  const Tokenizer tokenizer = load_fixture(dirs.front());
+  const std::vector<Document>& docs = documents();
+  const size_t n = std::min<size_t>(docs.size(), 3000);
+  std::vector<std::vector<int32_t>> serial(n), parallel(n);
+  for (size_t i = 0; i < n; ++i) serial[i] = tokenizer.encode(docs[i].text);
+  tbb::parallel_for(size_t(0), n, [&](size_t i) { parallel[i] = tokenizer.encode(docs[i].text); });
+  CHECK(serial == parallel);
+}
+
+TEST_CASE("invalid UTF-8 is replaced as Python's errors='replace' does, or refused") {
+  const std::string r = "\xEF\xBF\xBD";
+  // Each maximal ill-formed subsequence is one U+FFFD (Unicode's recommended practice).
+  CHECK(text::replace_invalid_utf8("a\x80" "b") == "a" + r + "b");
+  CHECK(text::replace_invalid_utf8("\xE2\x82") == r);                     // a truncated 3-byte sequence
+  CHECK(text::replace_invalid_utf8("\xE2\x82x") == r + "x");
+  CHECK(text::replace_invalid_utf8("\xF0\x80\x80") == r + r + r);         // F0 80: 80 cannot follow F0
+  CHECK(text::replace_invalid_utf8("\xED\xA0\x80") == r + r + r);         // a surrogate
+  CHECK(text::replace_invalid_utf8("\xC0\xAF") == r + r);                 // overlong
+  CHECK(text::replace_invalid_utf8("\xF4\x90\x80\x80") == r + r + r + r);  // above U+10FFFF
+  CHECK(text::replace_invalid_utf8("\xF0\x9F\x98") == r);                 // a truncated emoji
+  CHECK(text::replace_invalid_utf8("\xFF\xFE") == r + r);
+  CHECK(text::replace_invalid_utf8("ok \xC3\xA9") == "ok \xC3\xA9");
+  size_t at = 0;
+  CHECK(!text::valid_utf8("abc\xC3(", &at));
+  CHECK(at == 3);
+  CHECK(text::valid_utf8("\xF0\x9F\x98\x80 \xE4\xB8\xAD"));
+
+  const Tokenizer t = Tokenizer::from_json(with("", ""), "t.json");
+  CHECK(t.encode("ab\xFF") == t.encode("ab" + r));
+  try {
+    t.encode_checked("ab\xFF");
+    FAIL("invalid UTF-8 was accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "[tokenizer] invalid UTF-8 at byte 2");
+  }
+}
+
+TEST_CASE("BPE merges by rank, leftmost first, and reads both merge forms") {
+  // "aaa": the pair (a, a) twice; the leftmost merges first, leaving "aa a".
+  const std::string vocab = R"({"a":0,"b":1,"aa":2,"ab":3,"aab":4})";
+  for (const std::string merges : {R"(["a a","a b","aa b"])", R"([["a","a"],["a","b"],["aa","b"]])"}) {
+    const Tokenizer t = Tokenizer::from_json(
+        R"({"model":{"type":"BPE","vocab":)" + vocab + R"(,"merges":)" + merges + "}}", "t.json");
+    CHECK(t.encode("aaa") == std::vector<int32_t>{2, 0});
+    CHECK(t.encode("aab") == std::vector<int32_t>{4});   // "aa" first (rank 0), then "aa b"
+    CHECK(t.encode("abab") == std::vector<int32_t>{3, 3});
+    CHECK(t.decode(std::vector<int32_t>{2, 0, 99}) == "aa a");  // no decoder: tokens joined by spaces; 99 dropped
+    CHECK(t.vocab_size() == 5);
+  }
+}
+
+TEST_CASE("bad tokenizer.json files are errors naming the file and the field") {
+  CHECK(json_error("{\"model\": ").starts_with("[tokenizer] t.json: not valid JSON: "));
+  CHECK(json_error("[1, 2]") == "[tokenizer] t.json: not a tokenizer.json (the top level is not an object)");
+  CHECK(json_error(R"({"version":"1.0"})") == "[tokenizer] t.json: model is missing");
+  CHECK(json_error(with("model", R"({"type":"WordPiece","vocab":{}})")) ==
+        "[tokenizer] t.json: model.type \"WordPiece\" is not supported (supported: BPE)");
+  CHECK(json_error(with("pre_tokenizer", R"({"type":"Whitespace"})")) ==
+        "[tokenizer] t.json: pre_tokenizer.type \"Whitespace\" is not supported (supported: ByteLevel, Split, "
+        "Metaspace, Digits, Sequence)");
+  CHECK(json_error(with("normalizer", R"({"type":"Sequence","normalizers":[{"type":"NFC"},{"type":"BertNormalizer"}]})")) ==
+        "[tokenizer] t.json: normalizer.normalizers[1].type \"BertNormalizer\" is not supported (supported: NFC, NFD, "
+        "NFKC, NFKD, Lowercase, Replace, Prepend, Strip, Sequence)");
+  CHECK(json_error(with("decoder", R"({"type":"WordPiece"})")) ==
+        "[tokenizer] t.json: decoder.type \"WordPiece\" is not supported (supported: ByteLevel, Metaspace, "
+        "ByteFallback, Fuse, Strip, Replace, Sequence)");
+  CHECK(json_error(with("post_processor", R"({"type":"BertProcessing"})")) ==
+        "[tokenizer] t.json: post_processor.type \"BertProcessing\" is not supported (supported: "
+        "TemplateProcessing, ByteLevel, Sequence)");
+  CHECK(json_error(with("model", R"({"type":"BPE","vocab":{"a":0},"merges":["a b"]})")) ==
+        "[tokenizer] t.json: model.merges[0] names \"b\", which is not in the vocabulary");
+  CHECK(json_error(with("model", R"({"type":"BPE","vocab":{"a":0},"merges":["a a a"]})")) ==
+        "[tokenizer] t.json: model.merges[0] \"a a a\" is not two tokens separated by one space");
+  CHECK(json_error(with("model", R"({"type":"BPE","vocab":{"a":0},"merges":[],"dropout":0.1})")) ==
+        "[tokenizer] t.json: model.dropout is 0.1: BPE dropout samples merges at random, and cotan tokenizes "
+        "deterministically; set it to null");
+  CHECK(json_error(with("model", R"({"type":"BPE","vocab":{"a":-1},"merges":[]})")) ==
+        "[tokenizer] t.json: model.vocab[\"a\"] is -1, outside [0, 2147483646]");
+  CHECK(json_error(with("pre_tokenizer", R"({"type":"Split","pattern":{"Regex":"(a"},"behavior":"Isolated"})"))
+            .starts_with("[tokenizer] t.json: pre_tokenizer.pattern: bad regex /(a/: "));
+  CHECK(json_error(with("pre_tokenizer", R"({"type":"Split","pattern":{"String":" "},"behavior":"Apart"})")) ==
+        "[tokenizer] t.json: pre_tokenizer.behavior \"Apart\" is not Removed, Isolated, MergedWithPrevious, "
+        "MergedWithNext or Contiguous");
+  CHECK(json_error(R"({"truncation":{"max_length":512},"model":{"type":"BPE","vocab":{},"merges":[]}})") ==
+        "[tokenizer] t.json: truncation is set: cotan tokenizes whole documents, without truncation or padding; set "
+        "it to null");
+  try {
+    Tokenizer::load("/nonexistent/tokenizer.json");
+    FAIL("a missing file was accepted");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()) == "[tokenizer] /nonexistent/tokenizer.json: no such file");
+  }
+}
