@@ -1268,7 +1268,7 @@ struct Tokenizer::Impl {
   std::unordered_map<int32_t, size_t> added_of_id;  // id -> index into `added`
   std::unordered_set<std::string> special_contents;
   TokenMatcher raw_matcher, normalized_matcher;
-  std::unique_ptr<Regex> word_char;  // \w, for single_word
+  std::unique_ptr<Regex> word_char;  // a word character, for single_word
   std::optional<int32_t> eos;
   int64_t vocab_size = 0;
 
@@ -1396,7 +1396,8 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& na
 
   // Added tokens, with their ids given as HF gives them on load: the vocabulary's id when the
   // content is in it, else the next free id after the vocabulary.
-  impl->word_char = std::make_unique<Regex>(R"(\w)", name);
+  // Rust's regex \w (which HF's single_word test uses) is UTS #18's: Oniguruma's \w and Join_Control.
+  impl->word_char = std::make_unique<Regex>(R"([\w\p{Join_Control}])", name);
   int64_t max_id = impl->model->max_id();
   if (const Json* list = r.optional(root, "added_tokens")) {
     if (!list->is_array()) r.error("added_tokens", "is not a list");

@@ -79,10 +79,10 @@ void append_lowercase(std::string& out, char32_t c) {
   }
 }
 
-std::string normalize(std::string_view s, NormalForm form) {
-  bool ascii = true;
-  for (char ch : s) ascii = ascii && static_cast<unsigned char>(ch) < 0x80;
-  if (ascii) return std::string(s);  // every normal form of ASCII is itself
+namespace {
+
+std::string normalize_known(std::string_view s, NormalForm form) {
+  if (s.empty()) return {};
   int options = UTF8PROC_STABLE;
   switch (form) {
     case NormalForm::nfc: options |= UTF8PROC_COMPOSE; break;
@@ -96,6 +96,38 @@ std::string normalize(std::string_view s, NormalForm form) {
   if (n < 0) fail("tokenizer", "normalization failed: ", utf8proc_errmsg(n));
   std::string out(reinterpret_cast<const char*>(mapped), size_t(n));
   std::free(mapped);
+  return out;
+}
+
+// Whether HF's normalizer knows `c`: it normalizes with the tables of Unicode 9.0, so a character
+// assigned later is left as it is and, having no combining class there, stops reordering and
+// composition around it.
+bool known_to_hf(char32_t c) {
+  const auto [major, minor] = unicode_age(c);
+  return major < 9 || (major == 9 && minor == 0);
+}
+
+}  // namespace
+
+std::string normalize(std::string_view s, NormalForm form) {
+  bool ascii = true;
+  for (char ch : s) ascii = ascii && static_cast<unsigned char>(ch) < 0x80;
+  if (ascii) return std::string(s);  // every normal form of ASCII is itself
+  // Runs of characters HF knows are normalized; the others pass through between them.
+  std::string out;
+  size_t run = 0;
+  for (size_t i = 0; i < s.size();) {
+    int length;
+    const char32_t c = utf8_at(s, i, &length);
+    if (c >= 0x80 && !known_to_hf(c)) {
+      out += normalize_known(s.substr(run, i - run), form);
+      out.append(s, i, size_t(length));
+      run = i + size_t(length);
+    }
+    i += size_t(length);
+  }
+  if (run == 0) return normalize_known(s, form);
+  out += normalize_known(s.substr(run), form);
   return out;
 }
 

@@ -34,10 +34,17 @@ bool is_numeric(char32_t c);
 // unconditional lowercase is two characters) to "i" U+0307.
 void append_lowercase(std::string& out, char32_t c);
 
+// The Unicode version that assigned `c` ({0, 0}: unassigned), from ICU (text/unicode_age.cpp:
+// ICU's headers and Oniguruma's both define UChar).
+std::pair<int, int> unicode_age(char32_t c);
+
 // ---- normalization (utf8proc) ----
 
 enum class NormalForm { nfc, nfd, nfkc, nfkd };
-// `s` (valid UTF-8) in the normal form.
+// `s` (valid UTF-8) in the normal form, as HF tokenizers computes it: with the normalization data
+// of Unicode 9.0, the version of the crate HF uses. Characters assigned after 9.0 (their age from
+// ICU) stay as they are and split the text around them; utf8proc normalizes the rest (the data of
+// older characters never changes, by Unicode's stability policy).
 std::string normalize(std::string_view s, NormalForm form);
 
 // ---- regexes (Oniguruma, UTF-8, its default syntax, as HF's onig::Regex::new) ----
