@@ -3,7 +3,7 @@
 //
 //   make_seeds TARGET DIR   writes TARGET's seeds into DIR (created if needed)
 //
-// TARGET is one of safetensors, sharded_index, config, token_shard, checkpoint_meta, jsonl. Built with
+// TARGET is one of safetensors, sharded_index, config, token_shard, checkpoint_meta, jsonl, tokenizer. Built with
 // the project's compiler; tests/fuzz/run.sh runs it before each fuzzing run.
 #include <zlib.h>
 #include <zstd.h>
@@ -247,10 +247,20 @@ Seeds jsonl_seeds() {
   return s;
 }
 
+Seeds tokenizer_seeds() {
+  Seeds s;
+  s["english"] = "Hello world! It's 2026, isn't it? I'M HERE   with  spaces\n\n\ttabs\r\n";
+  s["special"] = "<|endoftext|>glued<|im_start|>user\nHi<|im_end|> <think></think>";
+  s["unicode"] = "caf\xc3\xa9 cafe\xcc\x81 \xe4\xb8\xad\xe6\x96\x87 \xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9 12345678";
+  s["invalid"] = "ok \xff \xe2\x82 \xed\xa0\x80 \xc0\xaf end";
+  return s;
+}
+
 const std::map<std::string, std::function<Seeds()>> kTargets = {
     {"safetensors", safetensors_seeds},   {"sharded_index", sharded_index_seeds},
     {"config", config_seeds},             {"token_shard", token_shard_seeds},
     {"checkpoint_meta", checkpoint_meta_seeds}, {"jsonl", jsonl_seeds},
+    {"tokenizer", tokenizer_seeds},
 };
 
 }  // namespace

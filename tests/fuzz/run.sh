@@ -4,7 +4,7 @@
 #   tests/fuzz/run.sh BUILD_DIR TARGET [SECONDS] [libFuzzer options...]
 #   tests/fuzz/run.sh build safetensors 3600
 #
-# TARGET: safetensors, sharded_index, config, token_shard, checkpoint_meta or jsonl; SECONDS defaults to
+# TARGET: safetensors, sharded_index, config, token_shard, checkpoint_meta, jsonl or tokenizer; SECONDS defaults to
 # 20, what `meson test --suite fuzz` gives each. Everything lives in BUILD_DIR/tests/fuzz/:
 #   seeds/TARGET/    rewritten by make_seeds on every run
 #   corpus/TARGET/   the inputs libFuzzer found interesting, kept from run to run
