@@ -27,7 +27,8 @@ double Progress::elapsed_s() const {
 
 void Progress::update(uint64_t done, std::string_view detail) {
   const auto now = std::chrono::steady_clock::now();
-  if (std::chrono::duration<double>(now - last_).count() < every_s_) return;
+  // The bar is drawn at the first update, then at most every every_s_.
+  if ((drawn_ || !bar_) && std::chrono::duration<double>(now - last_).count() < every_s_) return;
   last_ = now;
   draw(done, detail);
 }

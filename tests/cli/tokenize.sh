@@ -100,6 +100,19 @@ case_tokenize_jsonl_threads() {
   cmp -s "$WORK/t1/train-00000.tok" "$WORK/gz/train-00000.tok" || fail ".gz and .zst give different shards"
 }
 
+case_tokenize_progress() {
+  make_jsonl "$WORK/web.jsonl"
+  script -q -e -c "\"$COTAN\" tokenize \"$WORK/web.jsonl\" --tokenizer \"$FIXTURES/qwen2\" --out \"$WORK/tty\"" \
+    "$ROOT/tty.out" > /dev/null || fail "tokenize under a pseudo-terminal failed: $(cat "$ROOT/tty.out")"
+  tr '\r' '\n' < "$ROOT/tty.out" > "$ROOT/tty.txt"
+  grep -q "^tokenize \[#*\] 100.0%  [0-9.]* MB/s  ETA 0:00" "$ROOT/tty.txt" || fail "no bar with MB/s and ETA: $(cat "$ROOT/tty.txt")"
+  "$COTAN" tokenize "$WORK/web.jsonl" --tokenizer "$FIXTURES/qwen2" --out "$WORK/log" > /dev/null 2> "$ROOT/log.txt" ||
+    fail "tokenize into a log failed"
+  ! grep -q "$(printf '\r')" "$ROOT/log.txt" || fail "a log holds carriage returns"
+  grep -q "^tokenize: 120 documents, [0-9]* bytes -> [0-9]* tokens, [0-9.]* MB/s (0:0" "$ROOT/log.txt" ||
+    fail "no plain summary line in the log: $(cat "$ROOT/log.txt")"
+}
+
 case_tokenize_bad_input() {
   make_jsonl "$WORK/web.jsonl"
   expect_error "$WORK/web.jsonl:121: no \"text\" field|--strict" \
