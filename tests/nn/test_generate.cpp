@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "nn/generate.hpp"
@@ -72,7 +73,10 @@ TEST_CASE("generation with the cache gives the tokens of full recomputation, gre
 TEST_CASE("a callback that returns false stops its row, with its token kept") {
   CausalLM lm(small(AttentionKind::softmax));
   Generator init(5);
-  auto [ps, st] = lm.init(init);
+  // Not a structured binding: the lambdas below capture ps and st.
+  Params ps;
+  State st;
+  std::tie(ps, st) = lm.init(init);
   GenerateConfig c;
   c.max_new_tokens = 6;
   c.sampling.greedy = true;
@@ -138,7 +142,10 @@ TEST_CASE("sampling: greedy, top-k, top-p, the temperature and determinism for a
 TEST_CASE("generation's and sampling's errors") {
   CausalLM lm(small(AttentionKind::softmax));
   Generator gen(1);
-  auto [ps, st] = lm.init(gen);
+  // Not a structured binding: the lambdas below capture ps and st.
+  Params ps;
+  State st;
+  std::tie(ps, st) = lm.init(gen);
   GenerateConfig c;
   c.max_new_tokens = 5;
   CHECK(error_of([&] { generate(lm, ps, st, {}, c, gen); }) == "[generate] no prompts");

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/autograd.hpp"
@@ -179,7 +180,10 @@ TEST_CASE("the cache's errors") {
   full.attention.affine_n = AffineN::full;
   CausalLM ablation(full);
   Generator gen(1);
-  auto [ps, st] = ablation.init(gen);
+  // Not a structured binding: the lambdas below capture ps and st.
+  Params ps;
+  State st;
+  std::tie(ps, st) = ablation.init(gen);
   CHECK(error_of([&] { ablation.prefill(prompts({3}, 13, 1), ps, st, cache); }) ==
         "[prefill] affine_n 'full' divides by the whole sequence length: cached decoding needs affine_n 'visible'");
 }
