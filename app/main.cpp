@@ -26,6 +26,7 @@ constexpr Command commands[] = {
     {"gradcheck", cotan::app::cmd_gradcheck, "numerical gradient checks of the engine's ops"},
     {"distill", cotan::app::cmd_distill, "the study: a teacher, one student per attention kind, a comparison"},
     {"pretrain", cotan::app::cmd_pretrain, "train a model (a teacher) with cross-entropy"},
+    {"generate", cotan::app::cmd_generate, "text from a model directory, with a KV cache"},
     {"params", cotan::app::cmd_params, "parameter count of a config and its attention kind's overhead"},
     {"tokenize", cotan::app::cmd_tokenize, "turn text files or directories into token shards"},
     {"bench", cotan::app::cmd_bench, "benchmarks:"},  // their names follow, from app/cmd_bench.cpp

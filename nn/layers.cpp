@@ -57,15 +57,21 @@ std::vector<double> Rope::inverse_frequencies() const {
 }
 
 std::pair<Tensor, Tensor> Rope::tables(int64_t t, DType dtype, Device device) const {
+  std::vector<int64_t> positions(static_cast<size_t>(t));
+  for (int64_t p = 0; p < t; ++p) positions[size_t(p)] = p;
+  return tables_at(positions, dtype, device);
+}
+
+std::pair<Tensor, Tensor> Rope::tables_at(const std::vector<int64_t>& positions, DType dtype, Device device) const {
   auto inv = inverse_frequencies();
-  int64_t half = head_dim / 2;
+  int64_t half = head_dim / 2, t = int64_t(positions.size());
   std::vector<double> c(size_t(t * head_dim)), s(size_t(t * head_dim));
-  for (int64_t p = 0; p < t; ++p)
+  for (int64_t r = 0; r < t; ++r)
     for (int64_t i = 0; i < half; ++i) {
-      double angle = double(p) * inv[size_t(i)];
+      double angle = double(positions[size_t(r)]) * inv[size_t(i)];
       // emb = cat(freqs, freqs): both halves use the same angle.
-      c[size_t(p * head_dim + i)] = c[size_t(p * head_dim + i + half)] = std::cos(angle);
-      s[size_t(p * head_dim + i)] = s[size_t(p * head_dim + i + half)] = std::sin(angle);
+      c[size_t(r * head_dim + i)] = c[size_t(r * head_dim + i + half)] = std::cos(angle);
+      s[size_t(r * head_dim + i)] = s[size_t(r * head_dim + i + half)] = std::sin(angle);
     }
   return {cast(from_vector(c, {t, head_dim}, device), dtype), cast(from_vector(s, {t, head_dim}, device), dtype)};
 }
@@ -112,7 +118,7 @@ void Attention::buffers(State& st, const std::string& prefix, DType dtype) const
 }
 
 std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, const State& st,
-                                          const std::string& prefix, LayerAnalysis* analysis) const {
+                                          const std::string& prefix, LayerAnalysis* analysis, LayerCache* cache) const {
   int64_t b = x.size(0), t = x.size(1);
   auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, t, h, head_dim}), {0, 2, 1, 3}); };
   auto project = [&](const ExtraParam& p) { return matmul(x, transpose(ps[p.name])); };  // x W^T
@@ -138,6 +144,11 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
     next.buffers[key] = core.alpha_ma;
   }
   if (kind().core == CoreKind::sink) core.sigma = ps[kSinks.name];
+  if (cache) {
+    cache->k = core.k;
+    cache->v = core.v;
+    if (core.alpha.defined()) cache->u = sum(core.v, {2});
+  }
   if (analysis) {
     NoGrad no_grad;
     analysis->attention = attention_stats(core);
@@ -162,9 +173,10 @@ void DecoderBlock::specs(std::vector<ParamSpec>& s, const std::string& prefix) c
 }
 
 std::pair<Tensor, State> DecoderBlock::apply(const Tensor& x, const ParamView& ps, const State& st,
-                                             const std::string& prefix, LayerAnalysis* analysis) const {
+                                             const std::string& prefix, LayerAnalysis* analysis,
+                                             LayerCache* cache) const {
   auto [a, next] = attention.apply(input_norm.apply(x, ps.sub("input_layernorm")), ps.sub("self_attn"), st,
-                                   join(prefix, "self_attn"), analysis);
+                                   join(prefix, "self_attn"), analysis, cache);
   Tensor h = x + a;
   return {h + mlp.apply(post_norm.apply(h, ps.sub("post_attention_layernorm")), ps.sub("mlp")), std::move(next)};
 }

@@ -12,6 +12,7 @@
 #include "nn/attention.hpp"
 #include "nn/attention_kinds.hpp"
 #include "nn/config.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/params.hpp"
 
 namespace cotan::nn {
@@ -69,6 +70,8 @@ struct Rope {
   std::vector<double> inverse_frequencies() const;
   // cos and sin tables [T, head_dim] for positions 0 .. T-1.
   std::pair<Tensor, Tensor> tables(int64_t t, DType dtype, Device device) const;
+  // The rows of those tables at the given positions: [positions.size(), head_dim], the same values.
+  std::pair<Tensor, Tensor> tables_at(const std::vector<int64_t>& positions, DType dtype, Device device) const;
   // x [B, H, T, head_dim] -> x cos + rotate_half(x) sin.
   static Tensor apply(const Tensor& x, const Tensor& cos, const Tensor& sin);
 };
@@ -112,9 +115,18 @@ struct Attention {
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
   void buffers(State& st, const std::string& prefix, DType dtype) const;
   // x: the normed block input. Returns the output and the State with alpha_ma replaced by
-  // next_alpha_ma (training passes); st is left as it is.
+  // next_alpha_ma (training passes); st is left as it is. With `cache`, the layer's k (after
+  // RoPE) and v go into it, and U = sum_t v_t for affine cores (CausalLM::prefill).
   std::pair<Tensor, State> apply(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
-                                 LayerAnalysis* analysis = nullptr) const;
+                                 LayerAnalysis* analysis = nullptr, LayerCache* cache = nullptr) const;
+  // One new token per row (nn/kv_cache.cpp): x [B, 1, D], the normed block input at the rows'
+  // positions. Appends the token's k and v to `cache` (and v to U), attends over the visible
+  // slots with the attention composed from primitive ops, and returns [B, 1, D]. Evaluation
+  // mode: alpha_ma is read from st, never updated. Equals the last row of apply() on the whole
+  // sequence, for every kind (affine_n visible only: with `full`, N_i = T changes every earlier
+  // row as the sequence grows).
+  Tensor decode(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
+                const DecodeStep& step, LayerCache& cache) const;
 };
 
 struct DecoderBlock {
@@ -123,7 +135,10 @@ struct DecoderBlock {
   SwiGLU mlp;
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
   std::pair<Tensor, State> apply(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
-                                 LayerAnalysis* analysis = nullptr) const;
+                                 LayerAnalysis* analysis = nullptr, LayerCache* cache = nullptr) const;
+  // The block on one new token per row, x [B, 1, D] (Attention::decode).
+  Tensor decode(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
+                const DecodeStep& step, LayerCache& cache) const;
 };
 
 }  // namespace cotan::nn

@@ -49,7 +49,7 @@ const Tensor& CausalLM::head_weight(const Params& ps) const {
 }
 
 std::pair<Tensor, State> CausalLM::run(const Tensor& ids, const Params& ps, State st,
-                                       std::vector<LayerAnalysis>* analysis) const {
+                                       std::vector<LayerAnalysis>* analysis, std::vector<LayerCache>* cache) const {
   if (ids.dim() != 2) fail("model", "token ids must be [batch, seq], got shape ", to_string(ids.shape()));
   if (!is_integral(ids.dtype())) fail("model", "token ids must be i32 or i64, got ", ids.dtype());
   ParamView view(ps);
@@ -58,8 +58,9 @@ std::pair<Tensor, State> CausalLM::run(const Tensor& ids, const Params& ps, Stat
     const DecoderBlock& block = blocks_[i];
     std::string prefix = layer_prefix(i);
     LayerAnalysis* layer = analysis ? &analysis->emplace_back() : nullptr;
-    if (!checkpoint_layers_ || analysis) {
-      std::tie(x, st) = block.apply(x, view.sub(prefix), st, prefix, layer);
+    LayerCache* layer_cache = cache ? &cache->emplace_back() : nullptr;
+    if (!checkpoint_layers_ || analysis || cache) {
+      std::tie(x, st) = block.apply(x, view.sub(prefix), st, prefix, layer, layer_cache);
       continue;
     }
     // Only this block's own parameters enter the checkpoint, so the recomputation sees the same

@@ -9,12 +9,17 @@
 // apply never changes `st`: the updated buffers come back in st2. With checkpoint_layers, each
 // decoder block's activations are recomputed in the backward pass (its state from the
 // recomputation is dropped, so alpha_ma is updated once per training pass).
+//
+// Incremental decoding (nn/kv_cache.hpp, docs/generation.md): prefill runs the prompts and fills a
+// KVCache, each decode_step feeds one token per row and returns the next logits. Both run without
+// gradients in evaluation mode (alpha_ma frozen, whatever st.training says).
 #pragma once
 
 #include <utility>
 #include <vector>
 
 #include "nn/config.hpp"
+#include "nn/kv_cache.hpp"
 #include "nn/layers.hpp"
 #include "nn/params.hpp"
 
@@ -40,8 +45,26 @@ class CausalLM {
   // An evaluation pass that also returns per-layer attention statistics (docs/attention.md, "Attention statistics").
   std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st) const;
 
+  // Runs the prompts ids [B, T] (every row T >= 1 tokens) through the forward pass (the fused
+  // attention, as apply runs it) and replaces `cache` with their keys and values; its max_length
+  // is kept. Returns the logits of each row's last token, [B, V]. Throws "[prefill] ..." for
+  // ids that are not [B, T] integers, T past the cache's max_length, or affine_n 'full'.
+  Tensor prefill(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const;
+  // Prompts of different lengths (each at least one token): rows of equal length run as one
+  // batch, others one by one; each row's slots are padded to the longest (nn/kv_cache.hpp).
+  Tensor prefill(const std::vector<std::vector<int32_t>>& prompts, const Params& ps, const State& st,
+                 KVCache& cache) const;
+  // Feeds ids [B, 1], one token per row of a prefilled cache, at RoPE position cache.length(b),
+  // and returns the logits [B, V] of the token that follows. The cache grows by one slot.
+  // Throws "[decode] ..." when the cache is empty or has another batch size, when a row would
+  // hold more than max_length tokens (the model's max_position_embeddings by default), or for
+  // affine_n 'full'. Equals the last position of apply() on each row's whole sequence.
+  Tensor decode_step(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const;
+
  private:
-  std::pair<Tensor, State> run(const Tensor& ids, const Params& ps, State st, std::vector<LayerAnalysis>* analysis) const;
+  std::pair<Tensor, State> run(const Tensor& ids, const Params& ps, State st, std::vector<LayerAnalysis>* analysis,
+                               std::vector<LayerCache>* cache = nullptr) const;
+  int64_t cache_limit(const KVCache& cache) const;
 
   ModelConfig config_;
   bool checkpoint_layers_;

@@ -1,0 +1,114 @@
+# `cotan generate`: text from a tiny pretrained model, the KV cache against full recomputation
+# (the hidden --no-cache), deterministic sampling, batched prompt files and bad input.
+# Usage: sh generate.sh COTAN CASE
+. "$(dirname "$0")/common.sh"
+
+# A tiny model of attention KIND pretrained for a few steps, saved as the model directory DIR.
+make_model() {  # DIR [KIND]
+  make_config "$WORK/$2.json" "${2:-softmax}"
+  pretrain --config "$WORK/$2.json" --steps 10 --run-dir "$WORK/run-$2" --out "$1" > /dev/null 2> "$STDERR" ||
+    fail "pretrain failed: $(cat "$STDERR")"
+}
+
+# Runs `cotan generate ARGS...` with stdout in FILE; fails the case when it fails.
+generate_to() {  # FILE ARGS...
+  out=$1
+  shift
+  "$COTAN" generate "$@" > "$out" 2> "$STDERR" || fail "generate $* failed: $(cat "$STDERR")"
+}
+
+case_generate_greedy() {
+  make_model "$WORK/model" softmax
+  generate_to "$WORK/a" --model "$WORK/model" --prompt "Document 1" --greedy --max-new-tokens 24
+  generate_to "$WORK/b" --model "$WORK/model" --prompt "Document 1" --greedy --max-new-tokens 24
+  generate_to "$WORK/full" --model "$WORK/model" --prompt "Document 1" --greedy --max-new-tokens 24 --no-cache
+  grep -q '^Document 1' "$WORK/a" || fail "the output does not start with the prompt: $(cat "$WORK/a")"
+  cmp -s "$WORK/a" "$WORK/b" || fail "greedy generation differs between two runs"
+  cmp -s "$WORK/a" "$WORK/full" || fail "the KV cache gives $(cat "$WORK/a"), full recomputation $(cat "$WORK/full")"
+  grep -q "tokens/s on cpu" "$STDERR" || fail "no tokens/s on stderr: $(cat "$STDERR")"
+  generate_to "$WORK/json" --model "$WORK/model" --prompt "Document 1" --greedy --max-new-tokens 24 --json
+  grep -q '^{"prompt":"Document 1","completion":".*","prompt_tokens":10,"tokens":\[[0-9]' "$WORK/json" ||
+    fail "unexpected JSON: $(cat "$WORK/json")"
+  grep -q '"finish":"\(length\|eos\)","tokens_per_s":' "$WORK/json" || fail "no finish or tokens_per_s: $(cat "$WORK/json")"
+}
+
+# Every kind but softmax: the cached decode of its attention equals full recomputation, end to end.
+case_generate_kinds() {
+  for kind in sink affine gated affine_gated; do
+    make_model "$WORK/$kind" $kind
+    generate_to "$WORK/$kind.cached" --model "$WORK/$kind" --prompt "Document" --max-new-tokens 16 --seed 5
+    generate_to "$WORK/$kind.full" --model "$WORK/$kind" --prompt "Document" --max-new-tokens 16 --seed 5 --no-cache
+    cmp -s "$WORK/$kind.cached" "$WORK/$kind.full" ||
+      fail "$kind: the KV cache gives $(cat "$WORK/$kind.cached"), full recomputation $(cat "$WORK/$kind.full")"
+  done
+}
+
+case_generate_sampling_seed() {
+  make_model "$WORK/model" affine
+  for run in 1a 1b 2; do
+    generate_to "$WORK/seed$run" --model "$WORK/model" --prompt "The" --max-new-tokens 40 --seed "${run%[ab]}" \
+      --temperature 1.5 --top-k 50 --top-p 0.95
+  done
+  cmp -s "$WORK/seed1a" "$WORK/seed1b" || fail "the same seed gives different text"
+  cmp -s "$WORK/seed1a" "$WORK/seed2" && fail "seeds 1 and 2 give the same 40 sampled tokens"
+  # Stop text: the completion ends before it.
+  generate_to "$WORK/stop" --model "$WORK/model" --prompt "The" --max-new-tokens 40 --seed 1 --temperature 1.5 \
+    --top-k 50 --top-p 0.95 --stop "e" --json
+  grep -q '"completion":"[^e"]*","' "$WORK/stop" || fail "the completion holds the stop text: $(cat "$WORK/stop")"
+}
+
+# A prompt file is one ragged batch: the cache pads its rows and masks the padding.
+case_generate_prompt_file() {
+  make_model "$WORK/model" affine
+  printf 'Document 3\n\nA\nthe quick brown fox\r\n' > "$WORK/prompts"
+  generate_to "$WORK/cached" --model "$WORK/model" --prompt-file "$WORK/prompts" --max-new-tokens 12 --seed 3 --json
+  generate_to "$WORK/full" --model "$WORK/model" --prompt-file "$WORK/prompts" --max-new-tokens 12 --seed 3 --json --no-cache
+  [ "$(wc -l < "$WORK/cached")" -eq 3 ] || fail "not one line per non-empty prompt: $(cat "$WORK/cached")"
+  sed 's/,"tokens_per_s":[^}]*//' "$WORK/cached" > "$WORK/cached.t"
+  sed 's/,"tokens_per_s":[^}]*//' "$WORK/full" > "$WORK/full.t"
+  cmp -s "$WORK/cached.t" "$WORK/full.t" || fail "the batched cache differs from recomputation: $(cat "$WORK/cached.t")"
+  grep -q '"prompt":"the quick brown fox"' "$WORK/cached" || fail "the carriage return was kept: $(cat "$WORK/cached")"
+  # stdin: all of it is one prompt.
+  printf 'Document 3\n' | "$COTAN" generate --model "$WORK/model" --greedy --max-new-tokens 4 --json > "$STDOUT" 2> "$STDERR" ||
+    fail "generate from stdin failed: $(cat "$STDERR")"
+  grep -q '^{"prompt":"Document 3",' "$STDOUT" || fail "stdin is not the prompt: $(cat "$STDOUT")"
+}
+
+# Through the SIMT emulator: cuda:0's decode equals its own full recomputation.
+case_generate_emulated() {
+  make_model "$WORK/model" affine_gated
+  COTAN_CUDA_EMULATOR=1 generate_to "$WORK/cached" --model "$WORK/model" --prompt "Document" --greedy --max-new-tokens 8 --device cuda
+  COTAN_CUDA_EMULATOR=1 generate_to "$WORK/full" --model "$WORK/model" --prompt "Document" --greedy --max-new-tokens 8 --device cuda --no-cache
+  cmp -s "$WORK/cached" "$WORK/full" || fail "cuda:0 (emulated): $(cat "$WORK/cached") against $(cat "$WORK/full")"
+  grep -q "on cuda:0" "$STDERR" || fail "not run on cuda:0: $(cat "$STDERR")"
+}
+
+case_generate_bad_input() {
+  make_model "$WORK/model" softmax
+  expect_error "[generate] --model DIR is required" "$COTAN" generate --prompt x
+  expect_error "[generate] prompt 1 tokenizes to nothing|it is empty" "$COTAN" generate --model "$WORK/model" --prompt ""
+  mkdir "$WORK/empty"
+  cp "$WORK/model/config.json" "$WORK/empty/"
+  expect_error "[generate] --model $WORK/empty: no weights" "$COTAN" generate --model "$WORK/empty" --prompt x
+  expect_error "--model $WORK/missing: not a directory" "$COTAN" generate --model "$WORK/missing" --prompt x
+  expect_error "[option] --max-new-tokens 0: expected an integer in [1," "$COTAN" generate --model "$WORK/model" --max-new-tokens 0
+  expect_error "[option] --temperature -1: expected a number in (0, inf)" "$COTAN" generate --model "$WORK/model" --temperature -1
+  expect_error "[option] --top-k -2:" "$COTAN" generate --model "$WORK/model" --top-k -2
+  expect_error "[option] --top-p 1.5: expected a number in (0, 1] (1: off)" "$COTAN" generate --model "$WORK/model" --top-p 1.5
+  expect_error "[option] --seed -1" "$COTAN" generate --model "$WORK/model" --seed -1
+  expect_error "[generate] --dtype i64: expected f32, bf16 or f64" "$COTAN" generate --model "$WORK/model" --prompt x --dtype i64
+  expect_error "[generate] --prompt and --prompt-file exclude each other" \
+    "$COTAN" generate --model "$WORK/model" --prompt x --prompt-file "$WORK/nowhere"
+  expect_error "--prompt-file $WORK/nowhere: cannot open" "$COTAN" generate --model "$WORK/model" --prompt-file "$WORK/nowhere"
+  : > "$WORK/blank"
+  echo > "$WORK/blank"
+  expect_error "no prompts (every line is empty)" "$COTAN" generate --model "$WORK/model" --prompt-file "$WORK/blank"
+  expect_error "max_position_embeddings" "$COTAN" generate --model "$WORK/model" --prompt x --max-new-tokens 5000
+  # A vocabulary that is not the byte tokenizer's, without a tokenizer.json.
+  make_config "$WORK/v300.json" softmax 300
+  pretrain --config "$WORK/v300.json" --steps 1 --run-dir "$WORK/run-v300" --out "$WORK/v300" > /dev/null 2>&1
+  expect_error "has no tokenizer.json, and its vocab_size 300 is not the byte tokenizer's 257" \
+    "$COTAN" generate --model "$WORK/v300" --prompt x
+}
+
+run_case

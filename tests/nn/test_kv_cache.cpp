@@ -1,0 +1,189 @@
+// Incremental decoding (nn/kv_cache.hpp): for every attention kind, with GQA and q/k/v biases,
+// prefill and single-token decode steps give the logits that the full forward pass gives on the
+// whole sequence at each step, in f64 and f32, for equal and ragged prompts, on the CPU and on
+// cuda:0 through the emulator; and the cache's errors.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "autograd/autograd.hpp"
+#include "nn/model.hpp"
+#include "tensor/ops.hpp"
+#include "tests/support.hpp"
+
+using namespace cotan;
+using namespace cotan::nn;
+
+namespace {
+
+std::vector<AttentionKind> all_kinds() {
+  std::vector<AttentionKind> out;
+  for (const AttentionKindInfo& k : attention_kinds()) out.push_back(k.kind);
+  return out;
+}
+
+// Two layers, four query heads on two kv heads, q/k/v biases (Qwen2's layout).
+ModelConfig small(AttentionKind kind) {
+  ModelConfig c;
+  c.model_type = "qwen2";
+  c.vocab_size = 13;
+  c.hidden_size = 16;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.intermediate_size = 24;
+  c.qkv_bias = true;
+  c.max_position_embeddings = 32;
+  c.init_std = 0.3;  // large enough that attention is far from uniform
+  c.attention.kind = kind;
+  return c;
+}
+
+struct Model {
+  CausalLM lm;
+  Params ps;
+  State st;
+};
+
+// Fresh random parameters; the sinks and alpha_ma (which start at 0) get random values too, so
+// that the sink's mass and the affine bias both matter.
+Model random_model(AttentionKind kind, DType dtype, uint64_t seed, Device device = Device::cpu()) {
+  CausalLM lm(small(kind));
+  Generator gen(seed);
+  auto [ps, st] = lm.init(gen, dtype);
+  for (auto& [name, t] : ps)
+    if (name.ends_with(".sinks")) t = randn(t.shape(), gen, dtype);
+  for (auto& [name, t] : st.buffers) t = rand(t.shape(), gen, dtype);
+  return {lm, to(ps, device), to(st, device)};
+}
+
+std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, Generator& gen) {
+  return randint({n}, 0, vocab, gen, DType::i32).to_vector<int32_t>();
+}
+
+// The full forward pass on one row's tokens, the logits of its last position [1, V].
+Tensor full_last_logits(const Model& m, const std::vector<int32_t>& tokens, Device device) {
+  NoGrad no_grad;
+  const int64_t t = int64_t(tokens.size());
+  Tensor logits = m.lm.apply(from_vector(tokens, {1, t}, device), m.ps, m.st).first;
+  return reshape(slice(logits, 1, t - 1, t), {1, -1});
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  return max(abs(cast(a, DType::f64) - cast(b, DType::f64))).item<double>();
+}
+
+// Prefills `prompts`, then feeds `steps` more tokens per row one at a time, comparing the logits
+// of every row at every step with the full forward pass on the row's sequence so far.
+void check_decoding(const Model& m, std::vector<std::vector<int32_t>> rows, int64_t steps, double tolerance,
+                    Device device, uint64_t seed) {
+  Generator gen(seed);
+  KVCache cache;
+  Tensor logits = m.lm.prefill(rows, m.ps, m.st, cache);
+  CHECK(cache.batch() == int64_t(rows.size()));
+  for (int64_t step = 0; step <= steps; ++step) {
+    CAPTURE(step);
+    REQUIRE(logits.shape() == Shape{int64_t(rows.size()), m.lm.config().vocab_size});
+    for (size_t r = 0; r < rows.size(); ++r) {
+      CAPTURE(r);
+      CHECK(cache.length(int64_t(r)) == int64_t(rows[r].size()));
+      Tensor cached = slice(logits, 0, int64_t(r), int64_t(r) + 1);
+      CHECK(max_abs_diff(cached, full_last_logits(m, rows[r], device)) <= tolerance);
+    }
+    if (step == steps) break;
+    std::vector<int32_t> next = random_tokens(int64_t(rows.size()), m.lm.config().vocab_size, gen);
+    for (size_t r = 0; r < rows.size(); ++r) rows[r].push_back(next[r]);
+    logits = m.lm.decode_step(from_vector(next, {int64_t(rows.size()), 1}, device), m.ps, m.st, cache);
+  }
+}
+
+std::vector<std::vector<int32_t>> prompts(const std::vector<int64_t>& lengths, int64_t vocab, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<std::vector<int32_t>> out;
+  for (int64_t n : lengths) out.push_back(random_tokens(n, vocab, gen));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cached decoding equals full recomputation for every kind: f64 within 1e-12, f32 within 1e-5") {
+  for (AttentionKind kind : all_kinds()) {
+    CAPTURE(name_of(kind));
+    for (DType dtype : {DType::f64, DType::f32}) {
+      CAPTURE(dtype);
+      const double tolerance = dtype == DType::f64 ? 1e-12 : 1e-5;
+      Model m = random_model(kind, dtype, 7);
+      check_decoding(m, prompts({4}, 13, 1), 6, tolerance, Device::cpu(), 2);                // one row
+      check_decoding(m, prompts({3, 3, 3}, 13, 3), 5, tolerance, Device::cpu(), 4);          // equal prompts
+      check_decoding(m, prompts({2, 6, 1, 4}, 13, 5), 5, tolerance, Device::cpu(), 6);       // ragged: padded slots
+    }
+  }
+}
+
+TEST_CASE("cached decoding on cuda:0 through the emulator equals full recomputation there") {
+  setenv("COTAN_CUDA_EMULATOR", "1", 1);
+  const Device device = Device::cuda(0);
+  for (AttentionKind kind : all_kinds()) {
+    CAPTURE(name_of(kind));
+    Model m = random_model(kind, DType::f32, 11, device);
+    REQUIRE(m.ps.begin()->second.device() == device);
+    check_decoding(m, prompts({3, 5}, 13, 12), 3, 1e-5, device, 13);
+  }
+}
+
+TEST_CASE("decoding runs in evaluation mode: alpha_ma stays frozen even when st.training is set") {
+  Model m = random_model(AttentionKind::affine, DType::f64, 21);
+  Model training = m;
+  training.st.training = true;
+  auto rows = prompts({5}, 13, 22);
+  KVCache cache;
+  Tensor logits = training.lm.prefill(rows, training.ps, training.st, cache);
+  CHECK(max_abs_diff(logits, full_last_logits(m, rows[0], Device::cpu())) <= 1e-12);
+  logits = training.lm.decode_step(from_vector(std::vector<int32_t>{3}, {1, 1}), training.ps, training.st, cache);
+  rows[0].push_back(3);
+  CHECK(max_abs_diff(logits, full_last_logits(m, rows[0], Device::cpu())) <= 1e-12);
+}
+
+TEST_CASE("the cache's errors") {
+  Model m = random_model(AttentionKind::softmax, DType::f32, 31);
+  const Tensor one = from_vector(std::vector<int32_t>{1}, {1, 1});
+  KVCache cache;
+  CHECK(error_of([&] { m.lm.decode_step(one, m.ps, m.st, cache); }) ==
+        "[decode] the cache holds 0 layers, the model has 2 (run prefill first)");
+  CHECK(error_of([&] { m.lm.prefill(std::vector<std::vector<int32_t>>{{1}, {}}, m.ps, m.st, cache); }) ==
+        "[prefill] an empty prompt (every row needs at least one token)");
+  CHECK(error_of([&] { m.lm.prefill(prompts({33}, 13, 1), m.ps, m.st, cache); }) ==
+        "[prefill] a prompt of 33 tokens is longer than the cache's limit of 32 (the model's max_position_embeddings)");
+
+  m.lm.prefill(prompts({30, 2}, 13, 1), m.ps, m.st, cache);
+  const Tensor two = from_vector(std::vector<int32_t>{1, 2}, {2, 1});
+  CHECK(error_of([&] { m.lm.decode_step(one, m.ps, m.st, cache); }) ==
+        "[decode] token ids must be [2, 1] integers (one per cached row), got i32 [1, 1]");
+  m.lm.decode_step(two, m.ps, m.st, cache);
+  m.lm.decode_step(two, m.ps, m.st, cache);  // row 0 now holds 32 tokens, the limit
+  CHECK(cache.length(0) == 32);
+  CHECK(error_of([&] { m.lm.decode_step(two, m.ps, m.st, cache); }) ==
+        "[decode] row 0 would hold 33 tokens, more than the cache's limit of 32 (the model's max_position_embeddings)");
+  CHECK(cache.steps == 2);  // the refused step left the cache as it was
+
+  // A longer cache on purpose: RoPE positions continue past the trained context.
+  KVCache longer;
+  longer.max_length = 40;
+  m.lm.prefill(prompts({32}, 13, 1), m.ps, m.st, longer);
+  CHECK(m.lm.decode_step(one, m.ps, m.st, longer).shape() == Shape{1, 13});
+
+  ModelConfig full = small(AttentionKind::affine);
+  full.attention.affine_n = AffineN::full;
+  CausalLM ablation(full);
+  Generator gen(1);
+  // Not a structured binding: the lambdas below capture ps and st.
+  Params ps;
+  State st;
+  std::tie(ps, st) = ablation.init(gen);
+  CHECK(error_of([&] { ablation.prefill(prompts({3}, 13, 1), ps, st, cache); }) ==
+        "[prefill] affine_n 'full' divides by the whole sequence length: cached decoding needs affine_n 'visible'");
+}
