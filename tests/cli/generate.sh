@@ -83,6 +83,22 @@ case_generate_emulated() {
   grep -q "on cuda:0" "$STDERR" || fail "not run on cuda:0: $(cat "$STDERR")"
 }
 
+# A model directory with an HF tokenizer.json (pretrain --tokenizer copies it into --out): the
+# prompt is encoded with it and the completion decoded with it.
+case_generate_hf_tokenizer() {
+  fixtures=$(cd "$(dirname "$0")/../tokenizer/fixtures" && pwd)
+  make_config "$WORK/hf.json" softmax 4505  # the qwen2 fixture's 4505 ids
+  pretrain --config "$WORK/hf.json" --tokenizer "$fixtures/qwen2" --steps 4 --run-dir "$WORK/run-hf" --out "$WORK/hf" \
+    --cache-dir "$WORK/cache" > /dev/null 2> "$STDERR" || fail "pretrain failed: $(cat "$STDERR")"
+  generate_to "$WORK/a" --model "$WORK/hf" --prompt "The fox, café" --greedy --max-new-tokens 12 --json
+  # "The fox, café" is 7 ids with the qwen2 fixture (HF: The, Ġfo, x, ",", Ġc, af, Ã©).
+  grep -q '^{"prompt":"The fox, café","completion":".*","prompt_tokens":7,' "$WORK/a" ||
+    fail "the prompt was not encoded with the model's tokenizer.json: $(cat "$WORK/a")"
+  generate_to "$WORK/b" --model "$WORK/hf" --prompt "The fox, café" --greedy --max-new-tokens 12 --json --no-cache
+  [ "$(sed 's/,"tokens_per_s":.*//' "$WORK/a")" = "$(sed 's/,"tokens_per_s":.*//' "$WORK/b")" ] ||
+    fail "the KV cache and full recomputation differ: $(cat "$WORK/a") $(cat "$WORK/b")"
+}
+
 case_generate_bad_input() {
   make_model "$WORK/model" softmax
   expect_error "[generate] --model DIR is required" "$COTAN" generate --prompt x
