@@ -98,7 +98,7 @@ using Outcomes = std::vector<std::vector<RunOutcome>>;
 double final_kd(const TrainResult& r) {
   size_t n = std::min<size_t>(10, r.steps.size());
   double s = 0;
-  for (size_t i = r.steps.size() - n; i < r.steps.size(); ++i) s += r.steps[i].kd / double(n);
+  for (size_t i = r.steps.size() - n; i < r.steps.size(); ++i) s += r.steps[i].kd.value_or(NAN) / double(n);
   return s;
 }
 
@@ -595,7 +595,7 @@ void write_plots(const fs::path& run_dir, const Outcomes& outcomes) {
     Series k{r.variant, {}, {}}, g{r.variant, {}, {}}, f{r.variant, {}, {}}, e{r.variant, {}, {}};
     for (const auto& s : r.result.steps) {
       k.x.push_back(double(s.step));
-      k.y.push_back(s.kd);
+      k.y.push_back(s.kd.value_or(NAN));
       g.x.push_back(double(s.step));
       g.y.push_back(s.grad_norm);
     }

@@ -379,10 +379,11 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
   both.kd_ratio = 0.5;
   EvalRecord r;
   if (batches.empty()) return r;
+  if (teacher.model) r.kd = 0.0;
   for (const Batch& b : batches) {
     const LossParts parts = objective(student, teacher, params, st, b, both).first;
     r.ce += parts.ce.item<double>() / double(batches.size());
-    if (teacher.model) r.kd += parts.kd.item<double>() / double(batches.size());
+    if (teacher.model) *r.kd += parts.kd.item<double>() / double(batches.size());
   }
   r.ppl = std::exp(r.ce);
   return r;
@@ -393,6 +394,12 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
                       double lr) {
   nn::Params grads;
   StepRecord rec;
+  // The parts the loss computes (LossParts holds 0 for the others): KD and the teacher's entropy
+  // with a teacher and kd_ratio > 0, the cross-entropy without one or at kd_ratio < 1.
+  const bool has_kd = teacher.model && config.loss.kd_ratio > 0;
+  const bool has_ce = !teacher.model || config.loss.kd_ratio < 1;
+  if (has_kd) rec.kd = rec.teacher_entropy = 0.0;
+  if (has_ce) rec.ce = 0.0;
   for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
     Batch batch = next_batch();
     LossParts parts;
@@ -414,9 +421,9 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
     double scale = 1.0 / double(config.grad_accum);
     accumulate(grads, g, scale);
     rec.loss += value.item<double>() * scale;
-    if (parts.kd.defined()) rec.kd += parts.kd.item<double>() * scale;
-    if (parts.ce.defined()) rec.ce += parts.ce.item<double>() * scale;
-    if (parts.teacher_entropy.defined()) rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
+    if (has_kd) *rec.kd += parts.kd.item<double>() * scale;
+    if (has_ce) *rec.ce += parts.ce.item<double>() * scale;
+    if (has_kd) *rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
   }
   rec.grad_norm = config.clip > 0 ? clip_grad_norm(grads, config.clip) : global_norm(grads);
   rec.lr = lr;

@@ -3,9 +3,10 @@
 // clipping, the warmup-stable-decay schedule, evaluation, metrics and checkpoints.
 //
 // Run directory:
-//   metrics.jsonl      one JSON object per step: step, lr, loss, kd, ce, teacher_entropy,
-//                      grad_norm (before clipping), tokens_per_s, elapsed_s, alpha (mean and std per layer);
-//                      evaluation rows add "eval": {kd, ce, ppl}. Everything but tokens_per_s and
+//   metrics.jsonl      one JSON object per step: step (from 0), lr, loss, kd, ce, teacher_entropy
+//                      (each only when the step computed it), grad_norm (before clipping),
+//                      tokens_per_s, elapsed_s, alpha (mean and std per layer); evaluation rows
+//                      add "eval": {kd (when distilling), ce, ppl}. Everything but tokens_per_s and
 //                      elapsed_s is a deterministic function of the seed.
 //   .lock              flock'ed while a run uses the directory; holds its pid and command line
 //   checkpoint/        model.safetensors, optimizer.safetensors, state.safetensors (alpha_ma)
@@ -86,15 +87,22 @@ struct Teacher {
   const nn::State* state = nullptr;  // run in evaluation mode: never updated
 };
 
+// step counts from 0 (the console's "step 1/N" is step 0 here). A loss part the step did not
+// compute is empty, never 0: kd and teacher_entropy when pretraining (no teacher) or at
+// kd_ratio 0, ce at kd_ratio 1.
 struct StepRecord {
   int64_t step = 0;
-  double lr = 0, loss = 0, kd = 0, ce = 0, teacher_entropy = 0, grad_norm = 0, tokens_per_s = 0;
+  double lr = 0, loss = 0;
+  std::optional<double> kd, ce, teacher_entropy;
+  double grad_norm = 0, tokens_per_s = 0;
   double elapsed_s = 0;  // wall time of the run up to the end of this step, resumed parts included
 };
 
+// kd is empty when pretraining (no teacher); ce and ppl are always computed.
 struct EvalRecord {
   int64_t step = 0;
-  double kd = 0, ce = 0, ppl = 0;
+  std::optional<double> kd;
+  double ce = 0, ppl = 0;
 };
 
 // The mean and standard deviation over heads of one alpha_ma buffer, e.g.
@@ -108,8 +116,9 @@ struct AlphaStat {
 //   {"step": 3, "lr": ..., "loss": ..., "kd": ..., "ce": ..., "teacher_entropy": ..., "grad_norm": ...,
 //    "alpha": [{"name": ..., "mean": ..., "std": ...}, ...], "eval": {"kd": ..., "ce": ..., "ppl": ...},
 //    "tokens_per_s": ..., "elapsed_s": ...}  (elapsed_s is optional on reading: earlier files lack it)
-// "eval" only on evaluation steps (its step is the row's). JSON has no NaN or Infinity: a
-// non-finite number is written as null and reads back as NaN.
+// "eval" only on evaluation steps (its step is the row's). kd, ce, teacher_entropy and eval.kd
+// are left out when not computed (see StepRecord) and read back empty. JSON has no NaN or
+// Infinity: a non-finite number is written as null and reads back as NaN.
 struct MetricsRecord {
   StepRecord step;
   std::vector<AlphaStat> alpha;
