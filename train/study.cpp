@@ -204,14 +204,21 @@ StudyInputs read_inputs(const StudyConfig& config) {
   corpus.text_field = config.text_field;
   in.data = load_corpus_tokens(in.data_path, tokenizer, 0.05, 0,
                                config.cache_dir.empty() ? default_cache_dir() : config.cache_dir, corpus, &std::cerr);
-  check_inputs(in.student, &in.teacher, in.data, config.train);
+  // Every check fit() makes of its settings, for the teacher's run and the students' runs, now:
+  // a failure after study.json is written would leave a run directory that blocks a rerun.
+  TrainConfig teacher_run = config.train, student_run = config.train;
+  teacher_run.steps = std::max<int64_t>(config.teacher_steps, 1);  // 0: loaded, checked above
+  teacher_run.loss.kd_ratio = 0;
+  student_run.steps = config.student_steps;
+  check_inputs(in.teacher, nullptr, in.data, teacher_run);
+  check_inputs(in.student, &in.teacher, in.data, student_run);
   (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
   return in;
 }
 
 // Locks the run directory (creating it) for the study's length. Resuming: study.json must hold the
-// same config. Otherwise the directory must hold nothing (or, with overwrite, what it holds is
-// moved aside); study.json is written.
+// same config. Otherwise the directory must hold nothing but, at most, the study.json of a start
+// that trained nothing (or, with overwrite, what it holds is moved aside); study.json is written.
 RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, const Json& recorded) {
   const fs::path study_file = run_dir / "study.json";
   std::error_code ec;
@@ -227,7 +234,12 @@ RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, cons
            f.required<std::string>("command"));
     return lock;
   }
-  if (const auto found = run_dir_entries(run_dir.string()); !found.empty()) {
+  // Only study.json: a start that failed before anything trained (an input only a run could
+  // check, a full disk); nothing is lost in starting over.
+  if (const auto found = run_dir_entries(run_dir.string()); found == std::vector<std::string>{"study.json"} &&
+                                                            !config.overwrite) {
+    std::cout << "starting over in " << run_dir.string() << ": it holds only the study.json of a study that trained nothing\n";
+  } else if (!found.empty()) {
     if (!config.overwrite) {
       const bool study = fs::exists(study_file, ec);
       fail("distill", run_dir.string(), " already holds ", study ? "a study (study.json" : "files (" + describe_entries(run_dir.string(), found),

@@ -433,6 +433,16 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
 
 void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
                   const TrainConfig& config) {
+  if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
+  if (config.batch_size <= 0 || config.grad_accum <= 0) fail("train", "batch_size and grad_accum must be positive");
+  backend(config.device);  // "[cuda] no CUDA device: ..."
+  if (!is_floating(config.compute_dtype))
+    fail("train", "the compute dtype must be floating (f32, bf16, f64), got ", config.compute_dtype);
+  if (config.tf32 && !config.device.is_cuda())
+    fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(config.device));
+  if (teacher && teacher->vocab_size != student.vocab_size && !config.loss.slice_teacher_vocab)
+    fail("distill", "teacher vocabulary ", teacher->vocab_size, " differs from the student's ", student.vocab_size,
+         " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
   if (config.keep_checkpoints < 1) fail("train", "keep_checkpoints must be at least 1, got ", config.keep_checkpoints);
   if (config.seq_len < 1) fail("train", "seq_len must be positive, got ", config.seq_len);
   for (const nn::ModelConfig* m : {&student, teacher}) {
@@ -451,25 +461,17 @@ void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher
 
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume) {
-  if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
-  if (config.batch_size <= 0 || config.grad_accum <= 0) fail("train", "batch_size and grad_accum must be positive");
   bool distill = teacher.model != nullptr;
   const Device device = config.device;
-  backend(device);  // "[cuda] no CUDA device: ..." before anything is written
+  // Before anything is written: the settings and the data (check_inputs), then the teacher's
+  // weights, which only a running job has.
+  check_inputs(student.config(), distill ? &teacher.model->config() : nullptr, data, config);
   if (distill && teacher.params->begin()->second.device() != device)
     fail("distill", "the teacher's parameters are on ", to_string(teacher.params->begin()->second.device()),
          ", the student trains on ", to_string(device));
-  if (!is_floating(config.compute_dtype))
-    fail("train", "the compute dtype must be floating (f32, bf16, f64), got ", config.compute_dtype);
   if (distill && teacher.params->begin()->second.dtype() != config.compute_dtype)
     fail("distill", "the teacher's parameters are ", teacher.params->begin()->second.dtype(),
          ", the student computes in ", config.compute_dtype, " (cast the teacher first)");
-  if (distill && teacher.model->config().vocab_size != student.config().vocab_size && !config.loss.slice_teacher_vocab)
-    fail("distill", "teacher vocabulary ", teacher.model->config().vocab_size, " differs from the student's ",
-         student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
-  if (config.tf32 && !device.is_cuda())
-    fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(device));
-  check_inputs(student.config(), distill ? &teacher.model->config() : nullptr, data, config);
   const Tf32Scope tf32(backend(device), config.tf32);
 
   ScheduleConfig schedule = config.schedule;

@@ -149,9 +149,12 @@ void install_interrupt_handler();
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume = false);
 
-// The checks of fit() that need no run directory: keep_checkpoints and seq_len positive, seq_len
+// The checks of fit() that need no run directory and no weights: steps, batch_size, grad_accum,
+// keep_checkpoints and seq_len positive, the device present, a floating compute dtype, tf32 on a
+// CUDA device only, the teacher's vocabulary the student's (unless slice_teacher_vocab), seq_len
 // within max_position_embeddings of both models (unless allow_longer_context), every token id of
-// the data inside the student's vocabulary. teacher may be null.
+// the data inside the student's vocabulary. teacher may be null. A job that writes before it
+// calls fit() (the study) calls this first, so a bad input leaves nothing behind.
 void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
                   const TrainConfig& config);
 
