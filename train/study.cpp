@@ -16,7 +16,7 @@
 #include "nn/safetensors.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
-#include "train/plot.hpp"
+#include "train/figures.hpp"
 #include "train/run_dir.hpp"
 #include "train/stats.hpp"
 #include "train/tokenize_corpus.hpp"
@@ -599,40 +599,31 @@ std::string comparison_csv(const Outcomes& outcomes, const StudyConfig& config) 
   return table.csv();
 }
 
-// The curves and per-layer statistics of the first seed of each variant, and its alpha heatmap.
-void write_plots(const fs::path& run_dir, const Outcomes& outcomes) {
-  std::vector<Series> kd, norms, first, entropy;
+// The figures' data of every run (train/figures.hpp).
+std::vector<std::vector<FigureRun>> figure_runs(const Outcomes& outcomes) {
+  std::vector<std::vector<FigureRun>> out;
   for (const auto& runs : outcomes) {
-    const RunOutcome& r = runs[0];
-    Series k{r.variant, {}, {}}, g{r.variant, {}, {}}, f{r.variant, {}, {}}, e{r.variant, {}, {}};
-    for (const auto& s : r.result.steps) {
-      k.x.push_back(double(s.step));
-      k.y.push_back(s.kd.value_or(NAN));
-      g.x.push_back(double(s.step));
-      g.y.push_back(s.grad_norm);
+    std::vector<FigureRun>& seeds = out.emplace_back();
+    for (size_t seed = 0; seed < runs.size(); ++seed) {
+      const RunOutcome& r = runs[seed];
+      FigureRun f;
+      f.variant = r.variant;
+      f.seed = int64_t(seed);
+      for (const auto& s : r.result.steps) {
+        f.steps.push_back(double(s.step));
+        f.kd.push_back(s.kd.value_or(NAN));
+        f.grad_norm.push_back(s.grad_norm);
+      }
+      for (const nn::LayerAnalysis& l : r.layers) {
+        f.first_token_weight.push_back(l.attention.first_token_weight);
+        f.first_token_share.push_back(l.attention.first_token_share);
+        f.entropy.push_back(l.attention.entropy);
+        if (l.alpha_mean.defined()) f.alpha.push_back(l.alpha_mean.to_vector<double>());
+      }
+      seeds.push_back(std::move(f));
     }
-    for (size_t l = 0; l < r.layers.size(); ++l) {
-      f.x.push_back(double(l));
-      f.y.push_back(r.layers[l].attention.first_token_weight);
-      e.x.push_back(double(l));
-      e.y.push_back(r.layers[l].attention.entropy);
-    }
-    kd.push_back(k), norms.push_back(g), first.push_back(f), entropy.push_back(e);
   }
-  line_plot((run_dir / "kd_loss.png").string(), "KD loss (training)", "step", "KD loss", kd, true);
-  line_plot((run_dir / "grad_norm.png").string(), "Gradient norm before clipping", "step", "||g||", norms, true);
-  line_plot((run_dir / "first_token_weight.png").string(), "First-token attention weight", "layer", "mean A_i0", first);
-  line_plot((run_dir / "entropy.png").string(), "Attention entropy", "layer", "entropy (nats)", entropy);
-  for (const auto& runs : outcomes) {
-    const RunOutcome& r = runs[0];
-    if (r.layers.empty() || !r.layers[0].alpha_mean.defined()) continue;
-    std::vector<std::vector<double>> grid;
-    for (const auto& l : r.layers) grid.push_back(l.alpha_mean.to_vector<double>());
-    std::string file = "alpha_" + r.variant + ".png";
-    std::replace(file.begin(), file.end(), '(', '_');
-    file.erase(std::remove(file.begin(), file.end(), ')'), file.end());
-    heatmap((run_dir / file).string(), "alpha per layer and head: " + r.variant, grid, "layer", "head");
-  }
+  return out;
 }
 
 }  // namespace
@@ -668,7 +659,7 @@ StudyResult run_study(StudyConfig config) {
   const std::string markdown = comparison_markdown(*outcomes, config);
   write_file_atomically((run_dir / "table.md").string(), {markdown}, "distill");
   write_file_atomically((run_dir / "table.csv").string(), {comparison_csv(*outcomes, config)}, "distill");
-  write_plots(run_dir, *outcomes);
+  write_figures(run_dir, figure_runs(*outcomes));
 
   if (config.stats_window > config.student_steps)
     std::cout << "\nnote: the grad-norm window (" << config.stats_window << " steps) is longer than the runs ("
