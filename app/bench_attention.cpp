@@ -20,6 +20,7 @@
 #include "app/options.hpp"
 #include "autograd/autograd.hpp"
 #include "nn/attention.hpp"
+#include "nn/layers.hpp"
 #include "tensor/error.hpp"
 #include "tensor/ops.hpp"
 
@@ -80,11 +81,15 @@ int bench_attention(const Args& args) {
       ("impls", po::value<std::string>()->default_value("fused,composed"), "comma-separated implementations")
       ("dtype", po::value<std::string>()->default_value("f32"), "f32 | bf16")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N");
+  AffineOptions affine;
+  add_affine_options(options, affine);
   po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
     return 0;
   }
+  nn::AttentionConfig affine_config;
+  apply_affine_options(affine, affine_config);
   check_integers(vm, {{"batch-size", 1, 1 << 16}, {"seq-len", 1, 1 << 20}, {"heads", 1, 4096},
                       {"kv-heads", 0, 4096, "0: as many as query heads"}, {"dim", 2, 1024}, {"repeat", 1, 100000}});
   const bool json = vm.count("json") > 0, causal = vm.count("non-causal") == 0;
@@ -99,8 +104,11 @@ int bench_attention(const Args& args) {
   const std::vector<std::string> kinds = split_list(vm["attention"].as<std::string>());
   const std::vector<std::string> impls = split_list(vm["impls"].as<std::string>());
   for (const std::string& k : kinds)
-    check(k == "softmax" || k == "sink" || k == "affine", "bench attention", "unknown kind '", k,
-          "' (expected softmax, sink, affine)");
+    check(k == "softmax" || k == "sink" || k == "affine", "option", "--attention ", vm["attention"].as<std::string>(),
+          ": unknown kind '", k, "' (expected softmax, sink, affine)");
+  std::string chosen;
+  for (const std::string& k : kinds) chosen += (chosen.empty() ? "" : ", ") + k;
+  check_affine_options_apply(affine, std::find(kinds.begin(), kinds.end(), "affine") != kinds.end(), chosen);
   for (const std::string& i : impls)
     check(i == "fused" || i == "composed", "bench attention", "unknown implementation '", i,
           "' (expected fused, composed)");
@@ -115,7 +123,8 @@ int bench_attention(const Args& args) {
   base.q = draw(randn({batch, heads, seq, dim}, gen));
   base.k = draw(randn({batch, kv_heads, seq, dim}, gen));
   base.v = draw(randn({batch, kv_heads, seq, dim}, gen));
-  const Tensor alpha = draw(sigmoid(randn({batch, heads, seq}, gen)));
+  // alpha = phi(z) for z ~ N(0, 1), as the affine layer computes it from x W_alpha^T.
+  const Tensor alpha = draw(nn::phi(randn({batch, heads, seq}, gen), affine_config.phi));
   const Tensor alpha_ma = draw(rand({heads}, gen));
   const Tensor sigma = draw(randn({heads}, gen));
   const Tensor cotangent = draw(randn(base.q.shape(), gen));
@@ -125,6 +134,7 @@ int bench_attention(const Args& args) {
     if (kind == "affine") {
       core.alpha = alpha;
       core.alpha_ma = alpha_ma;
+      core.affine_n = affine_config.affine_n;
     }
     if (kind == "sink") core.sigma = sigma;
     return core;
@@ -173,6 +183,8 @@ int bench_attention(const Args& args) {
   if (json) {
     std::cout << "{\"config\":{\"batch\":" << batch << ",\"seq\":" << seq << ",\"heads\":" << heads
               << ",\"kv_heads\":" << kv_heads << ",\"dim\":" << dim << ",\"causal\":" << (causal ? "true" : "false")
+              << ",\"phi\":\"" << nn::name_of(affine_config.phi) << "\",\"affine_n\":\""
+              << nn::name_of(affine_config.affine_n) << "\""
               << ",\"dtype\":\"" << dtype_name(dt) << "\",\"device\":\"" << to_string(device) << "\",\"threads\":" << num_threads() << ",\"repeat\":" << repeat << "},\"results\":[";
     for (size_t i = 0; i < entries.size(); ++i)
       std::cout << (i ? "," : "") << "{\"kind\":\"" << entries[i].kind << "\",\"impl\":\"" << entries[i].impl
@@ -202,6 +214,9 @@ int bench_attention(const Args& args) {
               to_string(device).c_str(), static_cast<long long>(batch), static_cast<long long>(seq),
               static_cast<long long>(heads), static_cast<long long>(kv_heads), static_cast<long long>(dim),
               std::string(dtype_name(dt)).c_str(), causal ? "causal" : "non-causal", num_threads(), repeat);
+  if (std::find(kinds.begin(), kinds.end(), "affine") != kinds.end())
+    std::printf("affine: alpha = %s(z), z ~ N(0, 1); affine_n %s\n", std::string(nn::name_of(affine_config.phi)).c_str(),
+                std::string(nn::name_of(affine_config.affine_n)).c_str());
   std::printf("%-10s %12s %12s %14s %18s %14s\n", "kind", "fused ms", "composed ms", "fused speedup", "vs softmax fused",
               "fused vs comp");
   auto cell = [](double v, const char* format) {

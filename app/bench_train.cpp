@@ -120,7 +120,6 @@ int bench_train(const Args& args) {
       ("warmup", po::value<int>()->default_value(2), "untimed steps of each side first")
       ("block", po::value<int>()->default_value(1), "steps per turn when cotan and PyTorch alternate")
       ("attention", po::value<std::string>()->default_value("affine"), kind_help.c_str())
-      ("phi", po::value<std::string>()->default_value("linear_clip"), "affine kinds: linear_clip or sigmoid")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (PyTorch: CPU only)")
       ("dtype", po::value<std::string>()->default_value("f32"), "compute dtype: f32 or bf16 (f32 master weights)")
       ("torch", "also time PyTorch (the default when it is installed); fail when it is not")
@@ -130,6 +129,8 @@ int bench_train(const Args& args) {
        "warm-up; passive with --warmup 0)")
       ("torch-script", po::value<std::string>()->default_value(""),
        "path of bench/torch_reference.py (default: found above the current directory or the executable)");
+  AffineOptions affine;
+  add_affine_options(options, affine);
   po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
@@ -157,8 +158,16 @@ int bench_train(const Args& args) {
   check(!(vm.count("torch") && compute != DType::f32), "bench train", "--torch compares with --dtype f32 only");
 
   nn::ModelConfig teacher_config = nn::preset(kTeacher), student_config = nn::preset(kStudent);
-  student_config.attention.kind = nn::parse_attention_kind(vm["attention"].as<std::string>());
-  student_config.attention.phi = nn::parse_alpha_fn(vm["phi"].as<std::string>());
+  try {
+    student_config.attention.kind = nn::parse_attention_kind(vm["attention"].as<std::string>());
+  } catch (const Error& e) {
+    fail("option", "--attention ", vm["attention"].as<std::string>(), ": ",
+         std::string_view(e.what()).substr(std::string_view(e.what()).find("] ") + 2));
+  }
+  apply_affine_options(affine, student_config.attention);
+  check_affine_options_apply(affine, student_config.attention.kind);
+  const bool full_n = nn::is_affine(student_config.attention.kind) && student_config.attention.affine_n == nn::AffineN::full;
+  check(!(vm.count("torch") && full_n), "bench train", "--torch compares with --affine-n visible only");
   check(seq_len <= student_config.max_position_embeddings, "bench train", "--seq-len ", seq_len, " exceeds the ",
         student_config.max_position_embeddings, " positions of ", kStudent);
   const std::string kind(nn::name_of(student_config.attention.kind));
@@ -200,6 +209,8 @@ int bench_train(const Args& args) {
   Json torch_request = Json::object();
   if (!device.is_cpu() || compute != DType::f32) {
     torch_note = "PyTorch is timed with --device cpu --dtype f32 only";
+  } else if (full_n) {
+    torch_note = "PyTorch's reference computes --affine-n visible only";
   } else if (!vm.count("no-torch")) {
     try {
       auto script = find_torch_script(vm["torch-script"].as<std::string>());
@@ -315,7 +326,8 @@ int bench_train(const Args& args) {
 
   if (json) {
     std::cout << "{\"kind\":\"" << kind << "\"";
-    if (nn::is_affine(student_config.attention.kind)) std::cout << ",\"phi\":\"" << phi << "\"";
+    if (nn::is_affine(student_config.attention.kind))
+      std::cout << ",\"phi\":\"" << phi << "\",\"affine_n\":\"" << nn::name_of(student_config.attention.affine_n) << "\"";
     std::cout << ",\"teacher\":\"" << kTeacher << "\",\"student\":\"" << kStudent << "\",\"teacher_params\":"
               << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
               << ",\"seq_len\":" << seq_len << ",\"dtype\":\"" << dtype_name(compute) << "\",\"device\":\"" << to_string(device)
@@ -349,7 +361,10 @@ int bench_train(const Args& args) {
 
   std::printf("distillation step: %s (%lld params, frozen, no_grad) -> %s (%lld params, attention %s%s)\n", kTeacher,
               static_cast<long long>(teacher_params_count), kStudent, static_cast<long long>(student_params),
-              kind.c_str(), nn::is_affine(student_config.attention.kind) ? (", " + phi).c_str() : "");
+              kind.c_str(),
+              nn::is_affine(student_config.attention.kind)
+                  ? (", " + phi + (full_n ? ", affine_n full" : "")).c_str()
+                  : "");
   std::printf("fkl tau 1, clip 1.0, AdamW lr %g; batch %lld x seq %lld = %.0f tokens/step, %s, on %s, %d threads\n",
               kLearningRate, static_cast<long long>(batch), static_cast<long long>(seq_len), tokens_per_step,
               std::string(dtype_name(compute)).c_str(), to_string(device).c_str(), threads);

@@ -20,6 +20,8 @@ int cmd_params(const Args& args) {
       "config", po::value(&config_name)->default_value(config_name), "preset name, config.json or model directory")(
       "attention", po::value(&kind)->default_value(kind), ("attention kind: " + nn::attention_kind_names(" | ")).c_str())(
       "json", "print JSON");
+  AffineOptions affine;
+  add_affine_options(opts, affine);
   po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
     std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help();
@@ -28,7 +30,15 @@ int cmd_params(const Args& args) {
   nn::ModelConfig base = nn::load_config(config_name);
   base.attention.kind = nn::AttentionKind::softmax;
   nn::ModelConfig with = base;
-  with.attention.kind = nn::parse_attention_kind(kind);
+  try {
+    with.attention.kind = nn::parse_attention_kind(kind);
+  } catch (const Error& e) {
+    fail("option", "--attention ", kind, ": ", std::string_view(e.what()).substr(std::string_view(e.what()).find("] ") + 2));
+  }
+  // phi and N_i change what the affine core computes, not its parameters: they are checked and shown.
+  apply_affine_options(affine, with.attention);
+  check_affine_options_apply(affine, with.attention.kind);
+  const bool affine_kind = nn::is_affine(with.attention.kind);
   int64_t total = nn::CausalLM(with).num_params(), softmax = nn::CausalLM(base).num_params();
   const nn::AttentionKindInfo& info = nn::attention_kind(with.attention.kind);
   const nn::AttentionSizes sizes{with.hidden_size, with.num_heads, with.dim_per_head()};
@@ -36,6 +46,10 @@ int cmd_params(const Args& args) {
     Json j = Json::object();
     j["config"] = config_name;
     j["attention"] = kind;
+    if (affine_kind) {
+      j["phi"] = nn::name_of(with.attention.phi);
+      j["affine_n"] = nn::name_of(with.attention.affine_n);
+    }
     j["total"] = total;
     j["softmax_total"] = softmax;
     j["overhead"] = total - softmax;
@@ -50,7 +64,10 @@ int cmd_params(const Args& args) {
     j["per_layer"] = per_layer;
     std::cout << dump_json(j) << "\n";
   } else {
-    std::cout << "config     " << config_name << "\nattention  " << kind << " (" << info.help << ")\ntotal      " << total
+    std::cout << "config     " << config_name << "\nattention  " << kind << " (" << info.help << ")";
+    if (affine_kind)
+      std::cout << "\nphi        " << nn::name_of(with.attention.phi) << "\naffine_n   " << nn::name_of(with.attention.affine_n);
+    std::cout << "\ntotal      " << total
               << "\nsoftmax    " << softmax << "\noverhead   " << total - softmax << "\n";
     for (const nn::ExtraParam& p : info.params)
       std::cout << "per layer  " << nn::describe(p, sizes) << ": " << p.meaning << "\n";

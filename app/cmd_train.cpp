@@ -123,6 +123,29 @@ std::string resume_command(const std::string& command, const Args& args, const s
   fail(tag, option, " ", value, ": ", close == std::string::npos ? what : what.substr(close + 2));
 }
 
+// The study's students: default_variants(), only those of `kind` when given, the affine ones
+// with --phi and --affine-n applied. --phi keeps one student of a kind run once per phi, and
+// a variant whose settings the options chose names them: "affine(sigmoid, affine_n=full)".
+std::vector<train::StudyVariant> study_variants(std::optional<nn::AttentionKind> kind, const AffineOptions& affine) {
+  nn::AttentionConfig chosen;
+  apply_affine_options(affine, chosen);  // checks the names before anything else
+  const bool renamed = !affine.phi.empty() || !affine.affine_n.empty();
+  std::vector<train::StudyVariant> out;
+  for (train::StudyVariant v : train::default_variants()) {
+    if (kind && v.attention.kind != *kind) continue;
+    const nn::AttentionKindInfo& info = nn::attention_kind(v.attention.kind);
+    if (nn::is_affine(v.attention.kind)) {
+      if (info.study_each_phi && !affine.phi.empty() && v.attention.phi != chosen.phi) continue;
+      apply_affine_options(affine, v.attention);
+      if (renamed)
+        v.name = cat(info.name, "(", nn::name_of(v.attention.phi),
+                     v.attention.affine_n == nn::AffineN::full ? ", affine_n=full" : "", ")");
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 // nn::load_config, with errors that name the option and its value.
 nn::ModelConfig load_model_config(const std::string& option, const std::string& value) {
   try {
@@ -264,6 +287,7 @@ int cmd_distill(const Args& args) {
   bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
   train::StudyConfig s = quick ? train::quick_study() : train::default_study();
   std::string loss_spec, attention, resume_dir, device, dtype, seed;
+  AffineOptions affine;
   const std::string attention_help = "only this kind (" + nn::attention_kind_names() + ")";
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
@@ -286,10 +310,13 @@ int cmd_distill(const Args& args) {
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
       "attention", po::value(&attention), attention_help.c_str())(
       "composed", "use the composed attention instead of the fused kernels");
+  add_affine_options(opts, affine);
   add_training_options(opts, s.train, loss_spec, device, dtype, seed);
   po::variables_map vm = parse_options(args, opts);
   if (vm.count("help")) {
-    std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help();
+    std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help()
+              << "\n--phi and --affine-n set the affine students' alpha function and N_i; --phi runs that phi only,\n"
+                 "instead of one affine student per phi.\n";
     return 0;
   }
   check_training_options(s.train, seed);
@@ -308,18 +335,16 @@ int cmd_distill(const Args& args) {
   s.train.compute_dtype = dtype_option(dtype);
   s.train.progress = isatty(STDERR_FILENO);  // a live bar on a terminal, plain lines in logs
   if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
+  std::optional<nn::AttentionKind> only_kind;
   if (!attention.empty()) {
-    nn::AttentionKind kind{};
     try {
-      kind = nn::parse_attention_kind(attention);
+      only_kind = nn::parse_attention_kind(attention);
     } catch (const Error& e) {
       fail_for_option("--attention", attention, e);
     }
-    std::vector<train::StudyVariant> only;
-    for (const auto& v : train::default_variants())
-      if (v.attention.kind == kind) only.push_back(v);
-    s.variants = only;
+    check_affine_options_apply(affine, *only_kind);
   }
+  s.variants = study_variants(only_kind, affine);
   load_model_config("--teacher", s.teacher);
   load_model_config("--student", s.student);
   train::install_interrupt_handler();

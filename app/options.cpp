@@ -80,6 +80,45 @@ std::string shown(double value) {
   return text;
 }
 
+void add_affine_options(po::options_description& opts, AffineOptions& affine) {
+  const nn::AttentionConfig defaults;
+  opts.add_options()(
+      "phi", po::value(&affine.phi)->value_name("FN"),
+      cat("affine kinds: alpha = phi(z), linear_clip or sigmoid (default ", nn::name_of(defaults.phi), ")").c_str())(
+      "affine-n", po::value(&affine.affine_n)->value_name("N"),
+      cat("affine kinds: beta's N_i, visible (i + 1 keys) or full (T) (default ", nn::name_of(defaults.affine_n), ")")
+          .c_str());
+}
+
+void apply_affine_options(const AffineOptions& affine, nn::AttentionConfig& attention) {
+  if (!affine.phi.empty()) {
+    if (affine.phi == nn::name_of(nn::AlphaFn::linear_clip)) attention.phi = nn::AlphaFn::linear_clip;
+    else if (affine.phi == nn::name_of(nn::AlphaFn::sigmoid)) attention.phi = nn::AlphaFn::sigmoid;
+    else out_of_range("phi", affine.phi, "linear_clip or sigmoid", "");
+  }
+  if (!affine.affine_n.empty()) {
+    if (affine.affine_n == nn::name_of(nn::AffineN::visible)) attention.affine_n = nn::AffineN::visible;
+    else if (affine.affine_n == nn::name_of(nn::AffineN::full)) attention.affine_n = nn::AffineN::full;
+    else out_of_range("affine-n", affine.affine_n, "visible or full", "");
+  }
+}
+
+void check_affine_options_apply(const AffineOptions& affine, nn::AttentionKind kind) {
+  check_affine_options_apply(affine, nn::is_affine(kind), nn::name_of(kind));
+}
+
+void check_affine_options_apply(const AffineOptions& affine, bool affine_chosen, std::string_view chosen) {
+  if (affine_chosen) return;
+  std::string affine_kinds;
+  for (const nn::AttentionKindInfo& k : nn::attention_kinds())
+    if (k.core == CoreKind::affine) affine_kinds += cat(affine_kinds.empty() ? "" : ", ", k.name);
+  for (const char* option : {"phi", "affine-n"}) {
+    const std::string& value = std::string_view(option) == "phi" ? affine.phi : affine.affine_n;
+    if (!value.empty())
+      fail("option", "--", option, " ", value, ": applies to the affine kinds (", affine_kinds, "), not ", chosen);
+  }
+}
+
 uint64_t parse_u64_option(std::string_view option, const std::string& text) {
   uint64_t value = 0;
   const char* end = text.data() + text.size();

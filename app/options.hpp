@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "app/commands.hpp"
+#include "nn/config.hpp"
 
 namespace cotan::app {
 
@@ -45,6 +46,23 @@ void check_integers(const po::variables_map& vm, std::initializer_list<IntegerRa
 // A double as a person writes it (%g: 0.003, 1e-08), for default_value's text: Boost would show
 // 0.0030000000000000001.
 std::string shown(double value);
+
+// --phi and --affine-n, the options of the affine kinds (nn::AttentionConfig's phi and affine_n,
+// named as in config.json), on every command that chooses a kind. Empty: not given.
+struct AffineOptions {
+  std::string phi, affine_n;
+};
+// The help shows the config's defaults; the values stay empty unless given.
+void add_affine_options(po::options_description& opts, AffineOptions& affine);
+// Sets attention.phi and attention.affine_n from the given options; a name not known is one line:
+//   [option] --phi tanh: expected linear_clip or sigmoid
+void apply_affine_options(const AffineOptions& affine, nn::AttentionConfig& attention);
+// Refuses --phi or --affine-n given for a kind without an affine core ("--phi applies to the
+// affine kinds (affine, affine_gated), not softmax").
+void check_affine_options_apply(const AffineOptions& affine, nn::AttentionKind kind);
+// The same for a choice of several kinds, named `chosen` ("softmax, sink"), `affine_chosen` when
+// one of them has an affine core.
+void check_affine_options_apply(const AffineOptions& affine, bool affine_chosen, std::string_view chosen);
 
 // An unsigned 64-bit integer written in decimal digits (no sign).
 uint64_t parse_u64_option(std::string_view option, const std::string& text);

@@ -57,6 +57,9 @@ AttentionCore cast(AttentionCore core, DType dtype);
 // batch rows and heads unless said otherwise.
 struct AttentionStats {
   double first_token_weight = 0;  // mean over b, h, i >= 1 of A_i0
+  // mean over b, h, i >= 1 of A_i0 / sum_j A_ij, over the rows whose sum is positive (NaN when
+  // none is): the first token's share of the row, which the affine scale alpha does not change
+  double first_token_share = 0;
   double entropy = 0;             // mean over b, h, i of the entropy of max(A, 0) / sum max(A, 0)
   double mean_logit = 0;          // mean over visible (i, j) of s_ij
   Tensor head_mass;               // [H] f64: mean over b, i of sum_j A_ij

@@ -136,12 +136,16 @@ AttentionStats attention_stats(const AttentionCore& in) {
   out.weight_sums = zeros({batch, t}, DType::f64);
   double* head_mass = out.head_mass.data<double>();
   double* weight_sums = out.weight_sums.data<double>();
-  double first = 0, entropy = 0, logits = 0, visible = 0;
+  double first = 0, share = 0, shared_rows = 0, entropy = 0, logits = 0, visible = 0;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < t; ++i) {
         const RowStats& r = rows[size_t((b * heads + h) * t + i)];
         if (i >= 1) first += r.first;
+        if (i >= 1 && r.mass > 0) {
+          share += r.first / r.mass;
+          shared_rows += 1;
+        }
         entropy += r.entropy;
         logits += r.logit_sum;
         visible += double(in.causal ? i + 1 : t);
@@ -150,6 +154,7 @@ AttentionStats attention_stats(const AttentionCore& in) {
       }
   const double rows_total = double(batch * heads * t);
   out.first_token_weight = t > 1 ? first / double(batch * heads * (t - 1)) : 0.0;
+  out.first_token_share = shared_rows > 0 ? share / shared_rows : std::numeric_limits<double>::quiet_NaN();
   out.entropy = entropy / rows_total;
   out.mean_logit = logits / visible;
   for (int64_t h = 0; h < heads; ++h) head_mass[h] /= double(batch * t);

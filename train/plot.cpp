@@ -564,7 +564,7 @@ Rgb colormap(double t) {
 }
 
 Image render_line_plot(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                       const std::vector<Series>& series, bool log_y, PlotFrame* frame_out) {
+                       const std::vector<Series>& series, bool log_y, PlotFrame* frame_out, bool categories) {
   constexpr int width = 960, height = 600;
   auto usable = [log_y](double x, double y) { return std::isfinite(x) && std::isfinite(y) && (!log_y || y > 0); };
 
@@ -573,14 +573,23 @@ Image render_line_plot(const std::string& title, const std::string& xlabel, cons
   for (const Series& s : series) {
     check(s.x.size() == s.y.size(), "plot", "series '", s.label, "' has ", s.x.size(), " x values and ", s.y.size(),
           " y values");
+    check(s.lo.size() == s.hi.size() && (s.lo.empty() || s.lo.size() == s.x.size()), "plot", "series '", s.label,
+          "' has a band of ", s.lo.size(), " and ", s.hi.size(), " values for ", s.x.size(), " points");
     for (size_t i = 0; i < s.x.size(); ++i)
       if (usable(s.x[i], s.y[i])) {
         x_lo = std::min(x_lo, s.x[i]), x_hi = std::max(x_hi, s.x[i]);
         y_lo = std::min(y_lo, s.y[i]), y_hi = std::max(y_hi, s.y[i]);
+        for (const std::vector<double>* edge : {&s.lo, &s.hi})
+          if (!edge->empty() && usable(s.x[i], (*edge)[i]))
+            y_lo = std::min(y_lo, (*edge)[i]), y_hi = std::max(y_hi, (*edge)[i]);
       }
   }
   if (x_lo > x_hi) x_lo = 0, x_hi = 1, y_lo = log_y ? 1 : 0, y_hi = log_y ? 10 : 1;
-  if (x_hi - x_lo <= 1e-12 * std::max(1.0, std::abs(x_lo))) x_lo -= 0.5, x_hi += 0.5;
+  if (categories) {
+    x_lo = std::floor(x_lo) - 0.5, x_hi = std::ceil(x_hi) + 0.5;
+  } else if (x_hi - x_lo <= 1e-12 * std::max(1.0, std::abs(x_lo))) {
+    x_lo -= 0.5, x_hi += 0.5;
+  }
   if (log_y) {
     double l0 = std::log10(y_lo), l1 = std::log10(y_hi);
     if (l1 - l0 < 1e-9) l0 -= 0.5, l1 += 0.5;
@@ -603,13 +612,52 @@ Image render_line_plot(const std::string& title, const std::string& xlabel, cons
   for (const auto& l : yaxis.labels) y_label_w = std::max(y_label_w, text_width(l, text_scale));
   const int left = pad + (ylabel.empty() ? 0 : text_h + pad) + y_label_w + tick_len + pad / 2;
   const int right = width - 2 * pad;
-  const Axis xaxis = linear_axis(x_lo, x_hi, right - left, 100, true);
+  Axis xaxis = linear_axis(x_lo, x_hi, right - left, 100, true);
+  if (categories) {
+    // Every k-th integer, k in 1, 2, 5, 10, ..., so that the labels do not touch.
+    const double first = x_lo + 0.5, last = x_hi - 0.5;
+    const int label_w = text_width(cat(int64_t(last)), text_scale) + pad;
+    const double per_step = double(right - left) / (x_hi - x_lo);
+    int64_t every = 1;
+    for (int64_t decade = 1; every * per_step < label_w; decade *= 10)
+      for (int64_t m : {1, 2, 5})
+        if (every * per_step < label_w) every = m * decade;
+    xaxis = Axis{x_lo, x_hi, {}, {}};
+    for (double t = first; t <= last + 1e-9; t += double(every)) {
+      xaxis.ticks.push_back(t);
+      xaxis.labels.push_back(cat(int64_t(std::llround(t))));
+    }
+  }
 
   PlotFrame frame{left, top, right, bottom, x_lo, x_hi, y_lo, y_hi, log_y, xaxis.ticks, yaxis.ticks};
   Image img(width, height, white);
 
   for (double t : xaxis.ticks) fill_rect(img, int(std::lround(frame.px(t))), top, int(std::lround(frame.px(t))), bottom, grid_ink);
   for (double t : yaxis.ticks) fill_rect(img, left, int(std::lround(frame.py(t))), right, int(std::lround(frame.py(t))), grid_ink);
+
+  // Bands first, under every line: a light shade of the series' colour, column by column between
+  // consecutive drawn points, blended so that overlapping bands both show.
+  for (size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    if (s.lo.empty()) continue;
+    const Rgb shade = mix(white, series_color(k), 0.3);
+    std::vector<int> painted;  // columns already shaded for this series
+    for (size_t i = 0; i + 1 < s.x.size(); ++i) {
+      const bool ok = usable(s.x[i], s.lo[i]) && usable(s.x[i], s.hi[i]) && usable(s.x[i + 1], s.lo[i + 1]) &&
+                      usable(s.x[i + 1], s.hi[i + 1]);
+      if (!ok) continue;
+      const double xa = frame.px(s.x[i]), xb = frame.px(s.x[i + 1]);
+      for (int x = int(std::ceil(std::min(xa, xb))); x <= int(std::floor(std::max(xa, xb))); ++x) {
+        if (std::find(painted.begin(), painted.end(), x) != painted.end()) continue;
+        painted.push_back(x);
+        const double t = xb != xa ? (x - xa) / (xb - xa) : 0.0;
+        const double ya = frame.py(s.lo[i] + t * (s.lo[i + 1] - s.lo[i]));
+        const double yb = frame.py(s.hi[i] + t * (s.hi[i + 1] - s.hi[i]));
+        for (int y = std::max(top, int(std::lround(std::min(ya, yb)))); y <= std::min(bottom, int(std::lround(std::max(ya, yb)))); ++y)
+          img.set(x, y, mix(img.at(x, y), shade, 0.6));
+      }
+    }
+  }
 
   // Series, and the pixels they pass through for placing the legend.
   std::vector<std::pair<double, double>> trace;
@@ -633,6 +681,7 @@ Image render_line_plot(const std::string& title, const std::string& xlabel, cons
           trace.emplace_back(px0 + (px1 - px0) * j / samples, py0 + (py1 - py0) * j / samples);
       }
       trace.emplace_back(px1, py1);
+      if (categories) cov.segment(px1, py1, px1, py1, 4.5 * line_width);  // the point's marker
       prev_drawn = have_prev;
       have_prev = true;
       px0 = px1, py0 = py1;
@@ -701,10 +750,10 @@ Image render_line_plot(const std::string& title, const std::string& xlabel, cons
 }
 
 void line_plot(const std::string& path, const std::string& title, const std::string& xlabel,
-               const std::string& ylabel, const std::vector<Series>& series, bool log_y) {
+               const std::string& ylabel, const std::vector<Series>& series, bool log_y, bool categories) {
   Image img;
   try {
-    img = render_line_plot(title, xlabel, ylabel, series, log_y);
+    img = render_line_plot(title, xlabel, ylabel, series, log_y, nullptr, categories);
   } catch (const Error& e) {
     fail("plot", path, ": ", std::string(e.what()).substr(std::string("[plot] ").size()));
   }
@@ -712,7 +761,8 @@ void line_plot(const std::string& path, const std::string& title, const std::str
 }
 
 Image render_heatmap(const std::string& title, const std::vector<std::vector<double>>& values,
-                     const std::string& row_label, const std::string& col_label, PlotFrame* frame_out) {
+                     const std::string& row_label, const std::string& col_label, PlotFrame* frame_out,
+                     const HeatmapScale& scale) {
   check(!values.empty() && !values[0].empty(), "plot", "heatmap of no values");
   const int rows = int(values.size()), cols = int(values[0].size());
   double lo = INFINITY, hi = -INFINITY;
@@ -722,9 +772,14 @@ Image render_heatmap(const std::string& title, const std::vector<std::vector<dou
     for (double v : values[size_t(r)])
       if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
   }
+  if (std::isfinite(scale.lo) && std::isfinite(scale.hi)) {
+    check(scale.lo <= scale.hi, "plot", "heatmap colour range [", scale.lo, ", ", scale.hi, "] is empty");
+    lo = scale.lo, hi = scale.hi;
+  }
 
   const int text_h = cap_h * text_scale;
-  const int cell = std::clamp(std::min(640 / cols, 480 / rows), 2, 48);
+  // Cells large enough for their values when they are written in them.
+  const int cell = std::clamp(std::min(640 / cols, 480 / rows), 2, scale.values_in_cells ? 72 : 48);
   const int area_w = cols * cell, area_h = rows * cell;
   // Label every k-th row and column, k in 1, 2, 5, 10, ..., so that labels do not touch.
   auto every = [](int cell_px, int label_px) {
@@ -743,8 +798,11 @@ Image render_heatmap(const std::string& title, const std::vector<std::vector<dou
   const std::string mid_text = lo <= hi ? format_number((lo + hi) / 2, 3) : "";
   const int bar_label_w =
       std::max({text_width(lo_text, text_scale), text_width(hi_text, text_scale), text_width(mid_text, text_scale)});
-  const int width = std::max(bar_x + bar_w + pad / 2 + bar_label_w + pad, text_width(title, title_scale) + 2 * pad);
-  const int height = top + area_h + tick_len + pad / 2 + text_h + (col_label.empty() ? 0 : pad / 2 + text_h) + pad;
+  const int bar_title_x = bar_x + bar_w + pad / 2 + bar_label_w + pad / 2;  // the colour bar's label, upwards
+  const int width = std::max(bar_title_x + (scale.label.empty() ? 0 : text_h + pad / 2) + pad / 2,
+                             text_width(title, title_scale) + 2 * pad);
+  const int height = std::max(top + area_h + tick_len + pad / 2 + text_h + (col_label.empty() ? 0 : pad / 2 + text_h) + pad,
+                              top + text_width(scale.label, text_scale) + pad);
   Image img(width, height, white);
 
   PlotFrame frame{left, top, left + area_w - 1, top + area_h - 1, 0, double(cols), double(rows), 0, false, {}, {}};
@@ -753,6 +811,14 @@ Image render_heatmap(const std::string& title, const std::vector<std::vector<dou
       const double v = values[size_t(r)][size_t(c)];
       const Rgb color = !std::isfinite(v) ? missing_ink : hi > lo ? colormap((v - lo) / (hi - lo)) : colormap(0.5);
       fill_rect(img, left + c * cell, top + r * cell, left + (c + 1) * cell - 1, top + (r + 1) * cell - 1, color);
+      if (!scale.values_in_cells || !std::isfinite(v)) continue;
+      // The value, at the text size when it fits, else at half of it.
+      const std::string text = format_number(v, 3);
+      const int size = text_width(text, text_scale) + 4 <= cell ? text_scale : 1;
+      if (text_width(text, size) + 2 > cell || cap_h * size + 2 > cell) continue;
+      const double luma = 0.299 * color.r + 0.587 * color.g + 0.114 * color.b;
+      draw_text(img, left + c * cell + (cell - text_width(text, size)) / 2, top + r * cell + (cell - cap_h * size) / 2,
+                text, luma > 140 ? ink : white, size);
     }
   for (int r = 0; r < rows; r += row_every) {
     frame.y_ticks.push_back(r);
@@ -785,16 +851,18 @@ Image render_heatmap(const std::string& title, const std::vector<std::vector<dou
   draw_text(img, label_x, top, hi_text, ink, text_scale);
   if (area_h >= 4 * text_h) draw_text(img, label_x, (top + bottom - text_h) / 2, mid_text, ink, text_scale);
   draw_text(img, label_x, bottom - text_h + 1, lo_text, ink, text_scale);
+  if (!scale.label.empty())
+    draw_text_up(img, bar_title_x, top + (area_h + text_width(scale.label, text_scale)) / 2, scale.label, ink, text_scale);
 
   if (frame_out) *frame_out = frame;
   return img;
 }
 
 void heatmap(const std::string& path, const std::string& title, const std::vector<std::vector<double>>& values,
-             const std::string& row_label, const std::string& col_label) {
+             const std::string& row_label, const std::string& col_label, const HeatmapScale& scale) {
   Image img;
   try {
-    img = render_heatmap(title, values, row_label, col_label);
+    img = render_heatmap(title, values, row_label, col_label, nullptr, scale);
   } catch (const Error& e) {
     fail("plot", path, ": ", std::string(e.what()).substr(std::string("[plot] ").size()));
   }

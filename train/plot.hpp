@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ void write_png(const std::string& path, const Image& image);
 struct Series {
   std::string label;
   std::vector<double> x, y;  // the same length
+  // A band drawn under the line in a light shade of its colour, from lo to hi (a spread over
+  // seeds): both empty, or both as long as x.
+  std::vector<double> lo = {}, hi = {};
 };
 
 // Where a plot drew its data: the plot area in pixels (edges inclusive) and the axis ranges.
@@ -64,16 +68,32 @@ struct PlotFrame {
 Rgb series_color(size_t i);
 Rgb colormap(double t);
 
+// With `categories` the x values are categories such as layers: the axis runs half a step past
+// the first and last integer, with a tick and a label at each integer (every k-th when they would
+// crowd), and every point gets a marker.
 Image render_line_plot(const std::string& title, const std::string& xlabel, const std::string& ylabel,
-                       const std::vector<Series>& series, bool log_y = false, PlotFrame* frame = nullptr);
+                       const std::vector<Series>& series, bool log_y = false, PlotFrame* frame = nullptr,
+                       bool categories = false);
 void line_plot(const std::string& path, const std::string& title, const std::string& xlabel,
-               const std::string& ylabel, const std::vector<Series>& series, bool log_y = false);
+               const std::string& ylabel, const std::vector<Series>& series, bool log_y = false,
+               bool categories = false);
 
-// values[row][col], e.g. layers x heads of alpha. Colours run from the smallest finite value to
-// the largest (a colour bar on the right gives both); non-finite cells are grey.
+// The colour scale of a heatmap: a range shared by several heatmaps (NaN: the values' own, from
+// the smallest finite value to the largest; values outside it take the end colours), the label
+// along the colour bar, and whether each cell shows its value (3 significant digits, in dark or
+// light ink by the cell's brightness; left out where it does not fit).
+struct HeatmapScale {
+  double lo = std::numeric_limits<double>::quiet_NaN(), hi = std::numeric_limits<double>::quiet_NaN();
+  std::string label;
+  bool values_in_cells = false;
+};
+
+// values[row][col], e.g. layers x heads of alpha, coloured on `scale` (a colour bar on the right
+// gives its ends and middle); non-finite cells are grey.
 Image render_heatmap(const std::string& title, const std::vector<std::vector<double>>& values,
-                     const std::string& row_label, const std::string& col_label, PlotFrame* frame = nullptr);
+                     const std::string& row_label, const std::string& col_label, PlotFrame* frame = nullptr,
+                     const HeatmapScale& scale = {});
 void heatmap(const std::string& path, const std::string& title, const std::vector<std::vector<double>>& values,
-             const std::string& row_label, const std::string& col_label);
+             const std::string& row_label, const std::string& col_label, const HeatmapScale& scale = {});
 
 }  // namespace cotan::train

@@ -16,7 +16,7 @@
 #include "nn/safetensors.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
-#include "train/plot.hpp"
+#include "train/figures.hpp"
 #include "train/run_dir.hpp"
 #include "train/stats.hpp"
 #include "train/tokenize_corpus.hpp"
@@ -98,7 +98,7 @@ using Outcomes = std::vector<std::vector<RunOutcome>>;
 double final_kd(const TrainResult& r) {
   size_t n = std::min<size_t>(10, r.steps.size());
   double s = 0;
-  for (size_t i = r.steps.size() - n; i < r.steps.size(); ++i) s += r.steps[i].kd / double(n);
+  for (size_t i = r.steps.size() - n; i < r.steps.size(); ++i) s += r.steps[i].kd.value_or(NAN) / double(n);
   return s;
 }
 
@@ -204,14 +204,21 @@ StudyInputs read_inputs(const StudyConfig& config) {
   corpus.text_field = config.text_field;
   in.data = load_corpus_tokens(in.data_path, tokenizer, 0.05, 0,
                                config.cache_dir.empty() ? default_cache_dir() : config.cache_dir, corpus, &std::cerr);
-  check_inputs(in.student, &in.teacher, in.data, config.train);
+  // Every check fit() makes of its settings, for the teacher's run and the students' runs, now:
+  // a failure after study.json is written would leave a run directory that blocks a rerun.
+  TrainConfig teacher_run = config.train, student_run = config.train;
+  teacher_run.steps = std::max<int64_t>(config.teacher_steps, 1);  // 0: loaded, checked above
+  teacher_run.loss.kd_ratio = 0;
+  student_run.steps = config.student_steps;
+  check_inputs(in.teacher, nullptr, in.data, teacher_run);
+  check_inputs(in.student, &in.teacher, in.data, student_run);
   (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
   return in;
 }
 
 // Locks the run directory (creating it) for the study's length. Resuming: study.json must hold the
-// same config. Otherwise the directory must hold nothing (or, with overwrite, what it holds is
-// moved aside); study.json is written.
+// same config. Otherwise the directory must hold nothing but, at most, the study.json of a start
+// that trained nothing (or, with overwrite, what it holds is moved aside); study.json is written.
 RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, const Json& recorded) {
   const fs::path study_file = run_dir / "study.json";
   std::error_code ec;
@@ -227,7 +234,12 @@ RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, cons
            f.required<std::string>("command"));
     return lock;
   }
-  if (const auto found = run_dir_entries(run_dir.string()); !found.empty()) {
+  // Only study.json: a start that failed before anything trained (an input only a run could
+  // check, a full disk); nothing is lost in starting over.
+  if (const auto found = run_dir_entries(run_dir.string()); found == std::vector<std::string>{"study.json"} &&
+                                                            !config.overwrite) {
+    std::cout << "starting over in " << run_dir.string() << ": it holds only the study.json of a study that trained nothing\n";
+  } else if (!found.empty()) {
     if (!config.overwrite) {
       const bool study = fs::exists(study_file, ec);
       fail("distill", run_dir.string(), " already holds ", study ? "a study (study.json" : "files (" + describe_entries(run_dir.string(), found),
@@ -587,40 +599,31 @@ std::string comparison_csv(const Outcomes& outcomes, const StudyConfig& config) 
   return table.csv();
 }
 
-// The curves and per-layer statistics of the first seed of each variant, and its alpha heatmap.
-void write_plots(const fs::path& run_dir, const Outcomes& outcomes) {
-  std::vector<Series> kd, norms, first, entropy;
+// The figures' data of every run (train/figures.hpp).
+std::vector<std::vector<FigureRun>> figure_runs(const Outcomes& outcomes) {
+  std::vector<std::vector<FigureRun>> out;
   for (const auto& runs : outcomes) {
-    const RunOutcome& r = runs[0];
-    Series k{r.variant, {}, {}}, g{r.variant, {}, {}}, f{r.variant, {}, {}}, e{r.variant, {}, {}};
-    for (const auto& s : r.result.steps) {
-      k.x.push_back(double(s.step));
-      k.y.push_back(s.kd);
-      g.x.push_back(double(s.step));
-      g.y.push_back(s.grad_norm);
+    std::vector<FigureRun>& seeds = out.emplace_back();
+    for (size_t seed = 0; seed < runs.size(); ++seed) {
+      const RunOutcome& r = runs[seed];
+      FigureRun f;
+      f.variant = r.variant;
+      f.seed = int64_t(seed);
+      for (const auto& s : r.result.steps) {
+        f.steps.push_back(double(s.step));
+        f.kd.push_back(s.kd.value_or(NAN));
+        f.grad_norm.push_back(s.grad_norm);
+      }
+      for (const nn::LayerAnalysis& l : r.layers) {
+        f.first_token_weight.push_back(l.attention.first_token_weight);
+        f.first_token_share.push_back(l.attention.first_token_share);
+        f.entropy.push_back(l.attention.entropy);
+        if (l.alpha_mean.defined()) f.alpha.push_back(l.alpha_mean.to_vector<double>());
+      }
+      seeds.push_back(std::move(f));
     }
-    for (size_t l = 0; l < r.layers.size(); ++l) {
-      f.x.push_back(double(l));
-      f.y.push_back(r.layers[l].attention.first_token_weight);
-      e.x.push_back(double(l));
-      e.y.push_back(r.layers[l].attention.entropy);
-    }
-    kd.push_back(k), norms.push_back(g), first.push_back(f), entropy.push_back(e);
   }
-  line_plot((run_dir / "kd_loss.png").string(), "KD loss (training)", "step", "KD loss", kd, true);
-  line_plot((run_dir / "grad_norm.png").string(), "Gradient norm before clipping", "step", "||g||", norms, true);
-  line_plot((run_dir / "first_token_weight.png").string(), "First-token attention weight", "layer", "mean A_i0", first);
-  line_plot((run_dir / "entropy.png").string(), "Attention entropy", "layer", "entropy (nats)", entropy);
-  for (const auto& runs : outcomes) {
-    const RunOutcome& r = runs[0];
-    if (r.layers.empty() || !r.layers[0].alpha_mean.defined()) continue;
-    std::vector<std::vector<double>> grid;
-    for (const auto& l : r.layers) grid.push_back(l.alpha_mean.to_vector<double>());
-    std::string file = "alpha_" + r.variant + ".png";
-    std::replace(file.begin(), file.end(), '(', '_');
-    file.erase(std::remove(file.begin(), file.end(), ')'), file.end());
-    heatmap((run_dir / file).string(), "alpha per layer and head: " + r.variant, grid, "layer", "head");
-  }
+  return out;
 }
 
 }  // namespace
@@ -656,7 +659,7 @@ StudyResult run_study(StudyConfig config) {
   const std::string markdown = comparison_markdown(*outcomes, config);
   write_file_atomically((run_dir / "table.md").string(), {markdown}, "distill");
   write_file_atomically((run_dir / "table.csv").string(), {comparison_csv(*outcomes, config)}, "distill");
-  write_plots(run_dir, *outcomes);
+  write_figures(run_dir, figure_runs(*outcomes));
 
   if (config.stats_window > config.student_steps)
     std::cout << "\nnote: the grad-norm window (" << config.stats_window << " steps) is longer than the runs ("

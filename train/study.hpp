@@ -7,12 +7,14 @@
 //   teacher/             the teacher's run (trainer.hpp), when it was pretrained here
 //   <variant>[-seedN]/   one student's run, and model/ with its final weights; the folder is the
 //                        variant's name made shell-safe: affine-linear_clip for affine(linear_clip)
-//   table.md, table.csv, kd_loss.png, grad_norm.png, first_token_weight.png, entropy.png, alpha_*.png
+//   table.md, table.csv, the figures and their tidy CSVs (train/figures.hpp)
 // Ctrl-C ends the study once the current run has written its checkpoint. Resuming (`resume`,
 // `cotan distill --resume DIR`) needs the config of study.json: finished runs are read back from
 // their final checkpoints and metrics, the interrupted one continues bit for bit, and the table
 // equals an uninterrupted study's. Inputs (configs, vocabularies, data, seq_len, the run
-// directory, study.json) are checked before anything is written.
+// directory, study.json, and every setting fit() checks for the teacher's and the students' runs)
+// are checked before anything is written; a directory holding only study.json (a start that
+// trained nothing) is started over.
 #pragma once
 
 #include <string>

@@ -379,10 +379,11 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
   both.kd_ratio = 0.5;
   EvalRecord r;
   if (batches.empty()) return r;
+  if (teacher.model) r.kd = 0.0;
   for (const Batch& b : batches) {
     const LossParts parts = objective(student, teacher, params, st, b, both).first;
     r.ce += parts.ce.item<double>() / double(batches.size());
-    if (teacher.model) r.kd += parts.kd.item<double>() / double(batches.size());
+    if (teacher.model) *r.kd += parts.kd.item<double>() / double(batches.size());
   }
   r.ppl = std::exp(r.ce);
   return r;
@@ -393,6 +394,12 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
                       double lr) {
   nn::Params grads;
   StepRecord rec;
+  // The parts the loss computes (LossParts holds 0 for the others): KD and the teacher's entropy
+  // with a teacher and kd_ratio > 0, the cross-entropy without one or at kd_ratio < 1.
+  const bool has_kd = teacher.model && config.loss.kd_ratio > 0;
+  const bool has_ce = !teacher.model || config.loss.kd_ratio < 1;
+  if (has_kd) rec.kd = rec.teacher_entropy = 0.0;
+  if (has_ce) rec.ce = 0.0;
   for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
     Batch batch = next_batch();
     LossParts parts;
@@ -414,9 +421,9 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
     double scale = 1.0 / double(config.grad_accum);
     accumulate(grads, g, scale);
     rec.loss += value.item<double>() * scale;
-    if (parts.kd.defined()) rec.kd += parts.kd.item<double>() * scale;
-    if (parts.ce.defined()) rec.ce += parts.ce.item<double>() * scale;
-    if (parts.teacher_entropy.defined()) rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
+    if (has_kd) *rec.kd += parts.kd.item<double>() * scale;
+    if (has_ce) *rec.ce += parts.ce.item<double>() * scale;
+    if (has_kd) *rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
   }
   rec.grad_norm = config.clip > 0 ? clip_grad_norm(grads, config.clip) : global_norm(grads);
   rec.lr = lr;
@@ -426,6 +433,16 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
 
 void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
                   const TrainConfig& config) {
+  if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
+  if (config.batch_size <= 0 || config.grad_accum <= 0) fail("train", "batch_size and grad_accum must be positive");
+  backend(config.device);  // "[cuda] no CUDA device: ..."
+  if (!is_floating(config.compute_dtype))
+    fail("train", "the compute dtype must be floating (f32, bf16, f64), got ", config.compute_dtype);
+  if (config.tf32 && !config.device.is_cuda())
+    fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(config.device));
+  if (teacher && teacher->vocab_size != student.vocab_size && !config.loss.slice_teacher_vocab)
+    fail("distill", "teacher vocabulary ", teacher->vocab_size, " differs from the student's ", student.vocab_size,
+         " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
   if (config.keep_checkpoints < 1) fail("train", "keep_checkpoints must be at least 1, got ", config.keep_checkpoints);
   if (config.seq_len < 1) fail("train", "seq_len must be positive, got ", config.seq_len);
   for (const nn::ModelConfig* m : {&student, teacher}) {
@@ -444,25 +461,17 @@ void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher
 
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume) {
-  if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
-  if (config.batch_size <= 0 || config.grad_accum <= 0) fail("train", "batch_size and grad_accum must be positive");
   bool distill = teacher.model != nullptr;
   const Device device = config.device;
-  backend(device);  // "[cuda] no CUDA device: ..." before anything is written
+  // Before anything is written: the settings and the data (check_inputs), then the teacher's
+  // weights, which only a running job has.
+  check_inputs(student.config(), distill ? &teacher.model->config() : nullptr, data, config);
   if (distill && teacher.params->begin()->second.device() != device)
     fail("distill", "the teacher's parameters are on ", to_string(teacher.params->begin()->second.device()),
          ", the student trains on ", to_string(device));
-  if (!is_floating(config.compute_dtype))
-    fail("train", "the compute dtype must be floating (f32, bf16, f64), got ", config.compute_dtype);
   if (distill && teacher.params->begin()->second.dtype() != config.compute_dtype)
     fail("distill", "the teacher's parameters are ", teacher.params->begin()->second.dtype(),
          ", the student computes in ", config.compute_dtype, " (cast the teacher first)");
-  if (distill && teacher.model->config().vocab_size != student.config().vocab_size && !config.loss.slice_teacher_vocab)
-    fail("distill", "teacher vocabulary ", teacher.model->config().vocab_size, " differs from the student's ",
-         student.config().vocab_size, " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
-  if (config.tf32 && !device.is_cuda())
-    fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(device));
-  check_inputs(student.config(), distill ? &teacher.model->config() : nullptr, data, config);
   const Tf32Scope tf32(backend(device), config.tf32);
 
   ScheduleConfig schedule = config.schedule;

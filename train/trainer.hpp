@@ -3,9 +3,10 @@
 // clipping, the warmup-stable-decay schedule, evaluation, metrics and checkpoints.
 //
 // Run directory:
-//   metrics.jsonl      one JSON object per step: step, lr, loss, kd, ce, teacher_entropy,
-//                      grad_norm (before clipping), tokens_per_s, elapsed_s, alpha (mean and std per layer);
-//                      evaluation rows add "eval": {kd, ce, ppl}. Everything but tokens_per_s and
+//   metrics.jsonl      one JSON object per step: step (from 0), lr, loss, kd, ce, teacher_entropy
+//                      (each only when the step computed it), grad_norm (before clipping),
+//                      tokens_per_s, elapsed_s, alpha (mean and std per layer); evaluation rows
+//                      add "eval": {kd (when distilling), ce, ppl}. Everything but tokens_per_s and
 //                      elapsed_s is a deterministic function of the seed.
 //   .lock              flock'ed while a run uses the directory; holds its pid and command line
 //   checkpoint/        model.safetensors, optimizer.safetensors, state.safetensors (alpha_ma)
@@ -86,15 +87,22 @@ struct Teacher {
   const nn::State* state = nullptr;  // run in evaluation mode: never updated
 };
 
+// step counts from 0 (the console's "step 1/N" is step 0 here). A loss part the step did not
+// compute is empty, never 0: kd and teacher_entropy when pretraining (no teacher) or at
+// kd_ratio 0, ce at kd_ratio 1.
 struct StepRecord {
   int64_t step = 0;
-  double lr = 0, loss = 0, kd = 0, ce = 0, teacher_entropy = 0, grad_norm = 0, tokens_per_s = 0;
+  double lr = 0, loss = 0;
+  std::optional<double> kd, ce, teacher_entropy;
+  double grad_norm = 0, tokens_per_s = 0;
   double elapsed_s = 0;  // wall time of the run up to the end of this step, resumed parts included
 };
 
+// kd is empty when pretraining (no teacher); ce and ppl are always computed.
 struct EvalRecord {
   int64_t step = 0;
-  double kd = 0, ce = 0, ppl = 0;
+  std::optional<double> kd;
+  double ce = 0, ppl = 0;
 };
 
 // The mean and standard deviation over heads of one alpha_ma buffer, e.g.
@@ -108,8 +116,9 @@ struct AlphaStat {
 //   {"step": 3, "lr": ..., "loss": ..., "kd": ..., "ce": ..., "teacher_entropy": ..., "grad_norm": ...,
 //    "alpha": [{"name": ..., "mean": ..., "std": ...}, ...], "eval": {"kd": ..., "ce": ..., "ppl": ...},
 //    "tokens_per_s": ..., "elapsed_s": ...}  (elapsed_s is optional on reading: earlier files lack it)
-// "eval" only on evaluation steps (its step is the row's). JSON has no NaN or Infinity: a
-// non-finite number is written as null and reads back as NaN.
+// "eval" only on evaluation steps (its step is the row's). kd, ce, teacher_entropy and eval.kd
+// are left out when not computed (see StepRecord) and read back empty. JSON has no NaN or
+// Infinity: a non-finite number is written as null and reads back as NaN.
 struct MetricsRecord {
   StepRecord step;
   std::vector<AlphaStat> alpha;
@@ -140,9 +149,12 @@ void install_interrupt_handler();
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume = false);
 
-// The checks of fit() that need no run directory: keep_checkpoints and seq_len positive, seq_len
+// The checks of fit() that need no run directory and no weights: steps, batch_size, grad_accum,
+// keep_checkpoints and seq_len positive, the device present, a floating compute dtype, tf32 on a
+// CUDA device only, the teacher's vocabulary the student's (unless slice_teacher_vocab), seq_len
 // within max_position_embeddings of both models (unless allow_longer_context), every token id of
-// the data inside the student's vocabulary. teacher may be null.
+// the data inside the student's vocabulary. teacher may be null. A job that writes before it
+// calls fit() (the study) calls this first, so a bad input leaves nothing behind.
 void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
                   const TrainConfig& config);
 

@@ -70,6 +70,46 @@ case_bench_bad_options() {
   expect_range seed -1 "an integer in [0, 18446744073709551615]" "$COTAN" gradcheck
 }
 
+# --phi and --affine-n wherever a kind is chosen: a name not known, or either for a kind without an
+# affine core, is one line; the values reach the config (params, the benches, the study's students).
+case_affine_options() {
+  for command in params "bench attention" "bench train --no-torch" distill; do
+    # shellcheck disable=SC2086
+    expect_error "[option] --phi tanh: expected linear_clip or sigmoid" "$COTAN" $command --phi tanh
+    # shellcheck disable=SC2086
+    expect_error "[option] --affine-n most: expected visible or full" "$COTAN" $command --affine-n most
+  done
+  expect_error "[option] --phi sigmoid: applies to the affine kinds (affine, affine_gated), not softmax" \
+    "$COTAN" params --attention softmax --phi sigmoid
+  expect_error "[option] --affine-n full: applies to the affine kinds (affine, affine_gated), not sink" \
+    "$COTAN" bench train --attention sink --affine-n full
+  expect_error "[option] --phi sigmoid: applies to the affine kinds (affine, affine_gated), not softmax, sink" \
+    "$COTAN" bench attention --attention softmax,sink --phi sigmoid
+  expect_error "[option] --affine-n full: applies to the affine kinds (affine, affine_gated), not gated" \
+    distill --attention gated --affine-n full --run-dir "$WORK/study"
+  [ ! -e "$WORK/study" ] || fail "the run directory was created"
+
+  out=$("$COTAN" params --attention affine_gated --phi sigmoid --affine-n full --json) || fail "params failed"
+  case "$out" in
+    *'"phi":"sigmoid","affine_n":"full"'*) ;;
+    *) fail "params does not show phi and affine_n: $out" ;;
+  esac
+  out=$("$COTAN" bench attention --attention affine --phi sigmoid --affine-n full --batch-size 1 --seq-len 8 \
+    --heads 2 --dim 4 --repeat 1 --json) || fail "bench attention failed"
+  case "$out" in
+    *'"phi":"sigmoid","affine_n":"full"'*) ;;
+    *) fail "bench attention does not show phi and affine_n: $out" ;;
+  esac
+  # One affine student with the chosen settings, named by them.
+  distill --attention affine --phi sigmoid --affine-n full --run-dir "$WORK/study" > "$STDOUT" 2> "$STDERR" ||
+    fail "distill --phi sigmoid --affine-n full failed: $(cat "$STDERR")"
+  [ -d "$WORK/study/affine-sigmoid-affine_n-full" ] || fail "no student folder: $(ls "$WORK/study")"
+  [ ! -e "$WORK/study/affine-linear_clip" ] || fail "a linear_clip student was trained too"
+  grep -q '"phi": "sigmoid"' "$WORK/study/affine-sigmoid-affine_n-full/model/config.json" &&
+    grep -q '"affine_n": "full"' "$WORK/study/affine-sigmoid-affine_n-full/model/config.json" ||
+    fail "the student's config lacks the options: $(cat "$WORK/study/affine-sigmoid-affine_n-full/model/config.json")"
+}
+
 # Help shows defaults as written, and the top-level help every command and benchmark.
 case_help_defaults() {
   "$COTAN" pretrain --help > "$STDOUT" || fail "pretrain --help failed"

@@ -82,4 +82,29 @@ case_flipped_bit() {
   expect_error "$teacher: checksum mismatch|the file is corrupted" distill --run-dir "$WORK/study2"
 }
 
+# A failed start leaves the run directory reusable: inputs that only a run checks (--tf32 on the
+# CPU, a seq-len above the models' context) fail before anything is written, and a corrected rerun
+# into the same --run-dir needs no --overwrite. A directory holding only the study.json of a start
+# that trained nothing is started over.
+case_failed_start_rerun() {
+  mkdir -p "$WORK/study"
+  expect_error "--tf32 is a mode of the CUDA matmuls; this run is on cpu" distill --tf32 --run-dir "$WORK/study"
+  [ -z "$(ls -A "$WORK/study")" ] || fail "the failed start wrote $(ls -A "$WORK/study")"
+  expect_error "seq_len 4096 is above the student's max_position_embeddings" distill --seq-len 4096 --run-dir "$WORK/study"
+  [ -z "$(ls -A "$WORK/study")" ] || fail "the failed start wrote $(ls -A "$WORK/study")"
+  expect_error "--tf32 is a mode of the CUDA matmuls" pretrain --tf32 --run-dir "$WORK/run"
+  [ ! -e "$WORK/run" ] || fail "the failed pretraining created its run directory"
+  distill --run-dir "$WORK/study" > "$STDOUT" 2> "$STDERR" || fail "the corrected rerun failed: $(cat "$STDERR")"
+  [ -s "$WORK/study/table.md" ] || fail "the rerun wrote no table"
+  # A start that wrote study.json and then failed (as an input only a student's run checks could).
+  mkdir -p "$WORK/started"
+  cp "$WORK/study/study.json" "$WORK/started/study.json"
+  distill --run-dir "$WORK/started" --steps 2 > "$STDOUT" 2> "$STDERR" || fail "the rerun over study.json failed: $(cat "$STDERR")"
+  grep -qF "starting over in $WORK/started: it holds only the study.json of a study that trained nothing" "$STDOUT" ||
+    fail "no message: $(cat "$STDOUT")"
+  grep -q '"student_steps": 2' "$WORK/started/study.json" || fail "study.json is not the rerun's: $(cat "$WORK/started/study.json")"
+  # A directory holding more than that is still refused.
+  expect_error "$WORK/study already holds a study|--overwrite" distill --run-dir "$WORK/study"
+}
+
 run_case

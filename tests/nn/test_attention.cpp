@@ -234,7 +234,7 @@ AttentionStats reference_stats(const AttentionCore& in) {
   const double c = 1 / std::sqrt(double(d));
   AttentionStats out;
   std::vector<double> head_mass(size_t(heads), 0.0), weight_sums(size_t(batch * t), 0.0);
-  double first = 0, entropy = 0, logits = 0, visible_pairs = 0;
+  double first = 0, share = 0, shared_rows = 0, entropy = 0, logits = 0, visible_pairs = 0;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t g = h / (heads / kv);
@@ -271,12 +271,17 @@ AttentionStats reference_stats(const AttentionCore& in) {
         for (double w : a)
           if (w > 0) row_entropy -= w / z * std::log(w / z);
         if (i >= 1) first += a[0];
+        if (i >= 1 && mass > 0) {
+          share += a[0] / mass;
+          shared_rows += 1;
+        }
         entropy += row_entropy;
         head_mass[size_t(h)] += mass / double(batch * t);
         weight_sums[size_t(b * t + i)] += mass / double(heads);
       }
     }
   out.first_token_weight = t > 1 ? first / double(batch * heads * (t - 1)) : 0.0;
+  out.first_token_share = shared_rows > 0 ? share / shared_rows : std::nan("");
   out.entropy = entropy / double(batch * heads * t);
   out.mean_logit = logits / visible_pairs;
   out.head_mass = from_vector(head_mass, {heads});
@@ -301,6 +306,8 @@ TEST_CASE("attention_stats matches weights materialized in the test") {
         }
         const AttentionStats got = attention_stats(core), want = reference_stats(core);
         CHECK(std::abs(got.first_token_weight - want.first_token_weight) <= 1e-12);
+        CHECK(std::abs(got.first_token_share - want.first_token_share) <= 1e-12);
+        if (kind == Kind::softmax) CHECK(std::abs(got.first_token_share - got.first_token_weight) <= 1e-12);
         CHECK(std::abs(got.entropy - want.entropy) <= 1e-12);
         CHECK(std::abs(got.mean_logit - want.mean_logit) <= 1e-12);
         CHECK(got.head_mass.dtype() == DType::f64);

@@ -2,10 +2,12 @@
 // chunks and their CRCs, the zlib header and Adler-32, inflate (stored and fixed-Huffman blocks)
 // and the five row filters; then pixels are checked where lines and cells must be.
 #include "train/plot.hpp"
+#include "train/figures.hpp"
 
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -315,6 +317,83 @@ TEST_CASE("plot: heatmap cells take the colour of their value") {
   CHECK(colormap(1) == Rgb{253, 231, 37});
   CHECK(frame.x_ticks.front() == 0);
   CHECK(frame.y_ticks.size() == 3);
+}
+
+TEST_CASE("plot: categories have integer ticks and markers; a band shades lo to hi") {
+  Series s{"a", {0, 1, 2}, {1, 2, 1.5}, {0.5, 1.5, 1.0}, {1.5, 2.5, 2.0}};
+  PlotFrame frame;
+  const Image img = render_line_plot("", "layer", "", {s}, false, &frame, true);
+  CHECK(frame.x_ticks == std::vector<double>{0, 1, 2});
+  CHECK(frame.x_min == -0.5);
+  CHECK(frame.x_max == 2.5);
+  // A marker: the series colour beside the point, off the line (which runs up to the right).
+  CHECK(pixel(img, frame.px(0) - 3, frame.py(1)) == series_color(0));
+  // The band: a light shade of the colour between lo and hi, away from the line.
+  const Rgb band = pixel(img, frame.px(1.5), frame.py(2.2));
+  CHECK(band != Rgb{255, 255, 255});
+  CHECK(band != series_color(0));
+  CHECK(pixel(img, frame.px(1.5), frame.py(0.95)) == Rgb{255, 255, 255});  // below lo
+  CHECK(error_of([] { line_plot("/tmp/b.png", "", "", "", {{"a", {1, 2}, {1, 2}, {1}, {2}}}); }) ==
+        "[plot] /tmp/b.png: series 'a' has a band of 1 and 1 values for 2 points");
+}
+
+TEST_CASE("plot: a heatmap on a given colour scale, with its label and the values in the cells") {
+  const std::vector<std::vector<double>> values = {{0.25, 0.5}};
+  HeatmapScale scale;
+  scale.lo = 0, scale.hi = 1, scale.label = "mean alpha", scale.values_in_cells = true;
+  PlotFrame frame;
+  const Image img = render_heatmap("", values, "layer", "head", &frame, scale);
+  // A cell's corner has the colour of its value on the given scale; its middle holds the value's
+  // digits, in ink of another colour.
+  const int cell = int(frame.px(1) - frame.px(0));
+  CHECK(img.at(frame.left + 1, frame.top + 1) == colormap(0.25));
+  CHECK(img.at(frame.left + cell + 1, frame.top + 1) == colormap(0.5));
+  bool digits = false;
+  for (int y = frame.top; y < frame.top + cell; ++y)
+    for (int x = frame.left; x < frame.left + cell; ++x) digits = digits || img.at(x, y) != colormap(0.25);
+  CHECK(digits);
+  // Without values in the cells the cell is one colour.
+  scale.values_in_cells = false;
+  const Image plain = render_heatmap("", values, "layer", "head", &frame, scale);
+  CHECK(plain.at(frame.left + cell / 2, frame.top + cell / 2) == colormap(0.25));
+  CHECK(img.width > plain.width - 1);  // the bar's label has room
+}
+
+TEST_CASE("figures: every figure has a tidy CSV beside it, one row per value and seed") {
+  TempDir dir;
+  std::vector<std::vector<FigureRun>> runs(2);
+  for (int64_t seed = 0; seed < 2; ++seed) {
+    FigureRun softmax{"softmax", seed, {0, 1, 2}, {0.5, 0.25, 0.125 + double(seed)}, {1, 2, 3},
+                      {0.1, 0.2}, {0.1, 0.2}, {2.0, 2.5}, {}};
+    FigureRun affine{"affine(linear_clip)", seed, {0, 1, 2}, {0.5, 0.2, 0.1}, {1, 1, 1},
+                     {0.05, 0.1}, {0.1, 0.2}, {2.1, 2.4}, {{0.5, 0.625}, {0.75, 0.875 + 0.0625 * double(seed)}}};
+    runs[0].push_back(softmax);
+    runs[1].push_back(affine);
+  }
+  write_figures(dir.path, runs);
+  for (const char* name : {"kd_loss", "grad_norm", "first_token_weight", "first_token_share", "entropy",
+                           "alpha_affine_linear_clip"}) {
+    INFO(name);
+    CHECK(fs::is_regular_file(dir.path / (std::string(name) + ".png")));
+    CHECK(fs::is_regular_file(dir.path / (std::string(name) + ".csv")));
+  }
+  CHECK_FALSE(fs::exists(dir.path / "alpha_softmax.png"));
+  const std::string kd = read_file(dir.path / "kd_loss.csv");
+  CHECK(kd.starts_with("variant,seed,step,metric,value\nsoftmax,0,0,kd,0.5\nsoftmax,0,1,kd,0.25\n"));
+  CHECK(kd.find("\nsoftmax,1,2,kd,1.125\n") != std::string::npos);
+  CHECK(kd.find("\n\"affine(linear_clip)\",") == std::string::npos);  // no quoting needed
+  CHECK(std::count(kd.begin(), kd.end(), '\n') == 1 + 2 * 2 * 3);
+  const std::string first = read_file(dir.path / "first_token_weight.csv");
+  CHECK(first.starts_with("variant,seed,layer,metric,value\nsoftmax,0,0,first_token_weight,0.10000000000000001\n"));
+  CHECK(first.find("\naffine(linear_clip),1,1,first_token_weight,0.10000000000000001\n") != std::string::npos);
+  const std::string alpha = read_file(dir.path / "alpha_affine_linear_clip.csv");
+  CHECK(alpha == "variant,seed,layer,head,metric,value\n"
+                 "affine(linear_clip),0,0,0,alpha_mean,0.5\naffine(linear_clip),0,0,1,alpha_mean,0.625\n"
+                 "affine(linear_clip),0,1,0,alpha_mean,0.75\naffine(linear_clip),0,1,1,alpha_mean,0.875\n"
+                 "affine(linear_clip),1,0,0,alpha_mean,0.5\naffine(linear_clip),1,0,1,alpha_mean,0.625\n"
+                 "affine(linear_clip),1,1,0,alpha_mean,0.75\naffine(linear_clip),1,1,1,alpha_mean,0.9375\n");
+  CHECK(alpha_figure_name("affine(sigmoid, affine_n=full)") == "alpha_affine_sigmoid_affine_n_full");
+  CHECK(alpha_figure_name("affine_gated") == "alpha_affine_gated");
 }
 
 TEST_CASE("plot: example figures") {

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "nn/model_dir.hpp"
@@ -324,6 +325,21 @@ TEST_CASE("metrics records: one JSON object per line, read back exactly") {
   CHECK_FALSE(plain_back.eval);
   CHECK(std::isnan(plain_back.step.grad_norm));
 
+  // A loss part that was not computed is left out and reads back empty, not as 0.
+  MetricsRecord pretraining;
+  pretraining.step.ce = 2.0;
+  pretraining.eval = EvalRecord{0, std::nullopt, 2.0, std::exp(2.0)};
+  const std::string ce_line = pretraining.to_json().dump();
+  for (const char* key : {"\"kd\"", "\"teacher_entropy\""}) CHECK(ce_line.find(key) == std::string::npos);
+  CHECK(ce_line.find(R"("eval":{"ce":2.0,"ppl":)") != std::string::npos);
+  const MetricsRecord ce_back = MetricsRecord::from_json(parse_json(ce_line), "m.jsonl line 3");
+  CHECK_FALSE(ce_back.step.kd);
+  CHECK_FALSE(ce_back.step.teacher_entropy);
+  CHECK(ce_back.step.ce == 2.0);
+  REQUIRE(ce_back.eval);
+  CHECK_FALSE(ce_back.eval->kd);
+  CHECK(ce_back.to_json().dump() == ce_line);
+
   Json missing = r.to_json();
   missing.erase("loss");
   CHECK_THROWS_WITH_AS(MetricsRecord::from_json(missing, "run/metrics.jsonl line 3"),
@@ -332,6 +348,69 @@ TEST_CASE("metrics records: one JSON object per line, read back exactly") {
   bad["alpha"][1]["mean"] = "high";
   CHECK_THROWS_WITH_AS(MetricsRecord::from_json(bad, "run/metrics.jsonl line 3"),
                        "[train] run/metrics.jsonl line 3: field 'alpha[1].mean' must be a number, got a string", Error);
+}
+
+TEST_CASE("metrics.jsonl holds only the loss parts a step computed") {
+  // The keys of every row of a run's metrics.jsonl, and of its "eval" objects.
+  auto keys_of = [](const std::string& dir) {
+    std::set<std::string> row_keys, eval_keys;
+    std::ifstream in(fs::path(dir) / "metrics.jsonl");
+    int64_t expected_step = 0;
+    for (std::string line; std::getline(in, line);) {
+      const Json row = parse_json(line);
+      CHECK(row.at("step").get<int64_t>() == expected_step++);  // 0-based, one row per step
+      for (const auto& item : row.items()) row_keys.insert(item.key());
+      if (row.contains("eval"))
+        for (const auto& item : row.at("eval").items()) eval_keys.insert(item.key());
+    }
+    return std::pair{row_keys, eval_keys};
+  };
+  Pair pair;
+  nn::CausalLM model(micro(nn::AttentionKind::softmax));
+  const TokenData data = corpus();
+  auto train = [&](TrainConfig c, const Teacher& teacher) {
+    c.eval_every = 1;
+    Generator gen(5);
+    auto [ps, st] = model.init(gen);
+    fit(model, ps, st, teacher, data, c, false);
+    return c.run_dir;
+  };
+  using Keys = std::set<std::string>;
+  const Keys common{"step", "lr", "loss", "grad_norm", "alpha", "eval", "tokens_per_s", "elapsed_s"};
+  auto with = [&](std::initializer_list<const char*> extra) {
+    Keys k = common;
+    for (const char* e : extra) k.insert(e);
+    return k;
+  };
+  {
+    INFO("pretraining: no teacher, so no kd or teacher_entropy");
+    const auto [rows, evals] = keys_of(train(config("cotan_train_keys_pretrain", 3), Teacher{}));
+    CHECK(rows == with({"ce"}));
+    CHECK(evals == Keys{"ce", "ppl"});
+  }
+  {
+    INFO("pure KD (kd_ratio 1): no ce in the training rows; evaluation computes both");
+    TrainConfig c = config("cotan_train_keys_kd", 3);
+    c.loss.kd_ratio = 1.0;
+    const auto [rows, evals] = keys_of(train(c, pair.view()));
+    CHECK(rows == with({"kd", "teacher_entropy"}));
+    CHECK(evals == Keys{"kd", "ce", "ppl"});
+  }
+  {
+    INFO("a mix computes every part");
+    TrainConfig c = config("cotan_train_keys_mix", 3);
+    c.loss.kd_ratio = 0.5;
+    const auto [rows, evals] = keys_of(train(c, pair.view()));
+    CHECK(rows == with({"kd", "ce", "teacher_entropy"}));
+    CHECK(evals == Keys{"kd", "ce", "ppl"});
+  }
+  {
+    INFO("kd_ratio 0 with a teacher: the cross-entropy only");
+    TrainConfig c = config("cotan_train_keys_ce", 3);
+    c.loss.kd_ratio = 0.0;
+    const auto [rows, evals] = keys_of(train(c, pair.view()));
+    CHECK(rows == with({"ce"}));
+  }
 }
 
 TEST_CASE("a corrupt metrics.jsonl names the file and the line") {
@@ -580,7 +659,8 @@ TEST_CASE("a study distills from a teacher loaded from a model directory: the te
   }
   const TrainResult history = read_metrics((root / "study" / s.variants[0].name).string());
   REQUIRE(!history.steps.empty());
-  CHECK(history.steps[0].teacher_entropy == doctest::Approx(entropy).epsilon(1e-5));
+  REQUIRE(history.steps[0].teacher_entropy);
+  CHECK(*history.steps[0].teacher_entropy == doctest::Approx(entropy).epsilon(1e-5));
   fs::remove_all(root);
 }
 
@@ -623,7 +703,7 @@ TEST_CASE("the study's paired verdicts: per-seed differences against softmax, re
   auto final_kd = [&](const std::string& folder) {
     const TrainResult r = read_metrics((root / "study" / folder).string());
     double sum = 0;
-    for (size_t i = r.steps.size() - 10; i < r.steps.size(); ++i) sum += r.steps[i].kd / 10;
+    for (size_t i = r.steps.size() - 10; i < r.steps.size(); ++i) sum += r.steps[i].kd.value() / 10;
     return sum;
   };
   std::vector<double> diffs;

@@ -1,0 +1,45 @@
+// The study's figures (PNG, train/plot.hpp), each with a tidy CSV of the numbers it draws beside
+// it, under the same base name: one row per value, the long format a data-frame library reads
+// directly.
+//
+//   kd_loss.png             training KD loss per step (log y)        kd_loss.csv
+//   grad_norm.png           gradient norm before clipping (log y)    grad_norm.csv
+//   first_token_weight.png  mean A_i0 per layer                      first_token_weight.csv
+//   first_token_share.png   mean A_i0 / sum_j A_ij per layer         first_token_share.csv
+//   entropy.png             attention entropy per layer              entropy.csv
+//   alpha_<variant>.png     mean alpha per layer and head            alpha_<variant>.csv
+//
+// Per-step CSVs have the columns variant, seed, step, metric, value; per-layer ones variant,
+// seed, layer, metric, value; alpha's variant, seed, layer, head, metric, value. Steps count from
+// 0 as in metrics.jsonl, layers and heads from 0 as in the weights' names. Every seed has its
+// rows; the figures draw, with several seeds, the mean over seeds as the line and the range
+// from the smallest to the largest seed's value as a band. Per-layer figures treat layers as
+// categories (integer ticks, a marker per layer). The alpha heatmaps share one colour scale
+// (the smallest to the largest value over all of them), labelled, with each cell's value.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cotan::train {
+
+// What the figures draw of one student (one variant, one seed).
+struct FigureRun {
+  std::string variant;  // "affine(linear_clip)"
+  int64_t seed = 0;     // the index of the seed in the study (0, 1, ...)
+  std::vector<double> steps, kd, grad_norm;  // per step; kd NaN where not computed
+  // per layer
+  std::vector<double> first_token_weight, first_token_share, entropy;
+  std::vector<std::vector<double>> alpha;  // [layer][head], empty for kinds without alpha
+};
+
+// runs[v][s]: variant v, seed s (every variant with the same number of seeds). Writes the figures
+// and their CSVs into dir.
+void write_figures(const std::filesystem::path& dir, const std::vector<std::vector<FigureRun>>& runs);
+
+// The file base name of a variant's alpha heatmap: "alpha_affine_linear_clip".
+std::string alpha_figure_name(const std::string& variant);
+
+}  // namespace cotan::train
