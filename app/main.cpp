@@ -27,6 +27,7 @@ constexpr Command commands[] = {
     {"distill", cotan::app::cmd_distill, "the study: a teacher, one student per attention kind, a comparison"},
     {"pretrain", cotan::app::cmd_pretrain, "train a model (a teacher) with cross-entropy"},
     {"generate", cotan::app::cmd_generate, "text from a model directory, with a KV cache"},
+    {"eval", cotan::app::cmd_eval, "perplexity and zero-shot accuracy of a model directory (Table 1)"},
     {"params", cotan::app::cmd_params, "parameter count of a config and its attention kind's overhead"},
     {"tokenize", cotan::app::cmd_tokenize, "turn text files or directories into token shards"},
     {"bench", cotan::app::cmd_bench, "benchmarks:"},  // their names follow, from app/cmd_bench.cpp

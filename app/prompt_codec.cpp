@@ -12,6 +12,7 @@ namespace {
 class ByteCodec final : public PromptCodec {
  public:
   std::vector<int32_t> encode(std::string_view text) const override { return train::encode(text); }
+  std::vector<int32_t> encode_plain(std::string_view text) const override { return train::encode(text); }
   std::string decode(std::span<const int32_t> ids) const override { return train::decode(ids); }
   std::optional<int32_t> eos() const override { return train::kEndOfDocument; }
   std::string name() const override { return "the byte tokenizer"; }
@@ -21,6 +22,7 @@ class HfCodec final : public PromptCodec {
  public:
   explicit HfCodec(const std::string& path) : tokenizer_(text::Tokenizer::load(path)) {}
   std::vector<int32_t> encode(std::string_view text) const override { return tokenizer_.encode(text, true); }
+  std::vector<int32_t> encode_plain(std::string_view text) const override { return tokenizer_.encode(text, false); }
   std::string decode(std::span<const int32_t> ids) const override { return tokenizer_.decode(ids, true); }
   std::optional<int32_t> eos() const override { return tokenizer_.eos_id(); }
   std::string name() const override { return tokenizer_.path(); }
@@ -32,16 +34,16 @@ class HfCodec final : public PromptCodec {
 
 }  // namespace
 
-std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size) {
+std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size, const std::string& command) {
   const std::filesystem::path path = std::filesystem::path(dir) / "tokenizer.json";
   if (std::filesystem::exists(path)) {
     auto hf = std::make_unique<HfCodec>(path.string());
     if (hf->vocab_size() > vocab_size)
-      fail("generate", path.string(), " has ", hf->vocab_size(), " ids, more than the model's vocab_size ", vocab_size);
+      fail(command, path.string(), " has ", hf->vocab_size(), " ids, more than the model's vocab_size ", vocab_size);
     return hf;
   }
   if (vocab_size != train::kByteVocab)
-    fail("generate", dir, " has no tokenizer.json, and its vocab_size ", vocab_size, " is not the byte tokenizer's ",
+    fail(command, dir, " has no tokenizer.json, and its vocab_size ", vocab_size, " is not the byte tokenizer's ",
          train::kByteVocab);
   return std::make_unique<ByteCodec>();
 }

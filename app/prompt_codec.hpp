@@ -19,6 +19,8 @@ class PromptCodec {
   virtual ~PromptCodec() = default;
   // The prompt's ids (an HF tokenizer adds its template's special tokens, Llama 3's BOS).
   virtual std::vector<int32_t> encode(std::string_view text) const = 0;
+  // The text's ids without the template's special tokens (lm-eval-harness's add_special_tokens=False).
+  virtual std::vector<int32_t> encode_plain(std::string_view text) const = 0;
   // The text of generated ids, special tokens (the end of a document, eos) left out.
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   // The id that ends a generation, if the tokenizer has one.
@@ -30,7 +32,8 @@ class PromptCodec {
 // DIR/tokenizer.json when the directory has one, else the byte tokenizer when the model's
 // vocabulary is the byte tokenizer's 257 ids. Throws "[generate] DIR has no tokenizer.json, and
 // its vocab_size N is not the byte tokenizer's 257", or when the tokenizer has more ids than the
-// model's vocab_size.
-std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size);
+// model's vocab_size; `command` names the errors' op.
+std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size,
+                                         const std::string& command = "generate");
 
 }  // namespace cotan::app

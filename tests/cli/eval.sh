@@ -1,0 +1,82 @@
+# `cotan eval`: perplexity and zero-shot tasks on a tiny pretrained model, end to end, and bad input.
+# Usage: sh eval.sh COTAN CASE
+. "$(dirname "$0")/common.sh"
+
+SAMPLES=$(dirname "$0")/../eval
+
+make_model() {  # DIR
+  pretrain --steps 10 --run-dir "$WORK/run" --out "$1" > /dev/null 2> "$STDERR" || fail "pretrain failed: $(cat "$STDERR")"
+}
+
+# Runs `cotan eval ARGS...` with stdout in FILE; fails the case when it fails.
+eval_to() {  # FILE ARGS...
+  out=$1
+  shift
+  "$COTAN" eval "$@" > "$out" 2> "$STDERR" || fail "eval $* failed: $(cat "$STDERR")"
+}
+
+# Expects `cotan eval ARGS...` to fail with one line on stderr that contains TEXT.
+eval_fails() {  # TEXT ARGS...
+  text=$1
+  shift
+  if "$COTAN" eval "$@" > "$STDOUT" 2> "$STDERR"; then
+    fail "eval $* succeeded"
+  elif [ "$(wc -l < "$STDERR")" -ne 1 ] || ! grep -qF -- "$text" "$STDERR"; then
+    fail "eval $*: expected one line with '$text', got: $(cat "$STDERR")"
+  fi
+}
+
+TASKS="piqa=$SAMPLES/piqa.jsonl,hellaswag=$SAMPLES/hellaswag.jsonl,winogrande=$SAMPLES/winogrande.jsonl"
+TASKS="$TASKS,arc_easy=$SAMPLES/arc.jsonl,arc_challenge=$SAMPLES/arc.jsonl,boolq=$SAMPLES/boolq.jsonl"
+
+case_eval_table() {
+  make_model "$WORK/model"
+  eval_to "$WORK/table" --model "$WORK/model" --ppl-data "$SAMPLES/ppl.txt" --tasks "$TASKS"
+  head -n 1 "$WORK/table" | grep -qx '| model | ppl | winogrande | piqa | hellaswag | arc_challenge | arc_easy | boolq | avg |' ||
+    fail "unexpected header: $(cat "$WORK/table")"
+  sed -n 3p "$WORK/table" | grep -Eq '^\| model \| [0-9]+\.[0-9]{2} (\| [0-9]+\.[0-9] ){7}\|$' ||
+    fail "unexpected row: $(cat "$WORK/table")"
+  grep -q 'bits per byte' "$STDERR" || fail "no bits per byte on stderr: $(cat "$STDERR")"
+  grep -q 'piqa: 3 examples, acc .* examples/s' "$STDERR" || fail "no piqa line on stderr: $(cat "$STDERR")"
+  # --json holds the same numbers; --limit cuts each task.
+  eval_to "$WORK/json" --model "$WORK/model" --ppl-data "$SAMPLES/ppl.txt" --tasks "$TASKS" --limit 1 --json
+  grep -q '"perplexity":{.*"ppl":[0-9]' "$WORK/json" || fail "no perplexity in the JSON: $(cat "$WORK/json")"
+  grep -q '"piqa":{[^}]*"examples":1,' "$WORK/json" || fail "--limit 1 is not one example: $(cat "$WORK/json")"
+  grep -q '"average":' "$WORK/json" || fail "no average in the JSON: $(cat "$WORK/json")"
+  # A JSONL corpus: the same text in a "text" field gives the same perplexity.
+  printf '{"text": "%s"}\n' "$(tr '\n' ' ' < "$SAMPLES/ppl.txt" | sed 's/ $//')" > "$WORK/ppl.jsonl"
+  tr '\n' ' ' < "$SAMPLES/ppl.txt" | sed 's/ $//' > "$WORK/ppl.txt"
+  eval_to "$WORK/a" --model "$WORK/model" --ppl-data "$WORK/ppl.jsonl" --ppl-window 16 --ppl-stride 5 --json
+  eval_to "$WORK/b" --model "$WORK/model" --ppl-data "$WORK/ppl.txt" --ppl-window 16 --ppl-stride 5 --json
+  sed 's/"file":"[^"]*",//' "$WORK/a" > "$WORK/a.t"
+  sed 's/"file":"[^"]*",//' "$WORK/b" > "$WORK/b.t"
+  cmp -s "$WORK/a.t" "$WORK/b.t" || fail "JSONL and text perplexity differ: $(cat "$WORK/a.t") vs $(cat "$WORK/b.t")"
+  grep -q '"window":16,"stride":5' "$WORK/a" || fail "the window and stride are not reported: $(cat "$WORK/a")"
+}
+
+case_eval_bad_input() {
+  make_model "$WORK/model"
+  printf '{"goal": "g", "sol1": "a", "label": 0}\n' > "$WORK/missing.jsonl"
+  eval_fails "missing.jsonl:1: missing field 'sol2'" --model "$WORK/model" --tasks "piqa=$WORK/missing.jsonl"
+  printf '\n{"activity_label": "a", "ctx_a": "b", "ctx_b": "c", "endings": [], "label": 0}\n' > "$WORK/empty.jsonl"
+  eval_fails "empty.jsonl:2: the choice list is empty" --model "$WORK/model" --tasks "hellaswag=$WORK/empty.jsonl"
+  printf '{"passage": "p", "question": "q", "answer": true}\n' > "$WORK/ok.jsonl"
+  printf '{"goal": "g", "sol1": "a", "sol2": "b", "label": 5}\n' > "$WORK/range.jsonl"
+  eval_fails "range.jsonl:1: label 5 (field 'label') is out of range for 2 choices" --model "$WORK/model" \
+    --tasks "boolq=$WORK/ok.jsonl,piqa=$WORK/range.jsonl"
+  printf '{"sentence": "a _ b", "option1": "x", "option2": "y", "answer": "3"}\n' > "$WORK/answer.jsonl"
+  eval_fails 'answer.jsonl:1: answer "3" is out of range' --model "$WORK/model" --tasks "winogrande=$WORK/answer.jsonl"
+  eval_fails "unknown task 'squad' (known: winogrande, piqa" --model "$WORK/model" --tasks "squad=$WORK/ok.jsonl"
+  eval_fails "--tasks: 'piqa' is not NAME=FILE" --model "$WORK/model" --tasks piqa
+  eval_fails "nothing to evaluate" --model "$WORK/model"
+  eval_fails "cannot open" --model "$WORK/model" --tasks "piqa=$WORK/nosuch.jsonl"
+  # A model whose vocabulary is not the byte tokenizer's, without a tokenizer.json.
+  make_config "$WORK/wide.json" softmax 300
+  pretrain --config "$WORK/wide.json" --steps 2 --run-dir "$WORK/run-wide" --out "$WORK/wide" > /dev/null 2> "$STDERR" ||
+    fail "pretrain failed: $(cat "$STDERR")"
+  eval_fails "has no tokenizer.json, and its vocab_size 300 is not the byte tokenizer's 257" --model "$WORK/wide" \
+    --ppl-data "$SAMPLES/ppl.txt"
+  eval_fails "[eval]" --model "$WORK/wide" --tasks "boolq=$WORK/ok.jsonl"
+}
+
+run_case
