@@ -193,7 +193,7 @@ int bench_tokenize(const Args& args) {
     for (const auto& v : ids) tokens += v.size();
     Row row{int(t), median(times), tokens, std::nullopt};
     if (want_hf && hf_missing.empty()) {
-      row.hf = run_hf(python, *script, tokenizer_path, docs_file, int(t), int(repeats), hf_missing);
+      row.hf = run_hf(python, *script, tokenizer.path(), docs_file, int(t), int(repeats), hf_missing);
       if (row.hf) {
         hf_version = row.hf->version;
         if (row.hf->tokens != tokens)
@@ -207,7 +207,7 @@ int bench_tokenize(const Args& args) {
   const double mb = double(bytes) / 1e6;
   if (vm.count("json")) {
     Json j = Json::object();
-    j["tokenizer"] = tokenizer_path;
+    j["tokenizer"] = tokenizer.path();
     j["documents"] = docs.size();
     j["bytes"] = bytes;
     if (!hf_version.empty()) j["hf_tokenizers"] = hf_version;
@@ -228,7 +228,7 @@ int bench_tokenize(const Args& args) {
     std::cout << dump_json(j) << "\n";
     return 0;
   }
-  std::printf("tokenizer %s: %zu documents, %.2f MB, median of %lld runs\n", tokenizer_path.c_str(), docs.size(), mb,
+  std::printf("tokenizer %s: %zu documents, %.2f MB, median of %lld runs\n", tokenizer.path().c_str(), docs.size(), mb,
               static_cast<long long>(repeats));
   if (!hf_version.empty()) std::printf("HF tokenizers %s\n", hf_version.c_str());
   if (want_hf && !hf_missing.empty()) std::printf("HF tokenizers not run: %s\n", hf_missing.c_str());
