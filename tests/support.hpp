@@ -2,9 +2,15 @@
 #pragma once
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "util/error.hpp"
 
@@ -18,6 +24,31 @@ std::string error_of(F&& f) {
     return e.what();
   }
   return "(no error)";
+}
+
+// A fresh directory under the system temp directory (mkdtemp), removed with everything in it.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "cotan-test-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw std::runtime_error("cannot create a directory like " + pattern);
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+// Writes `bytes` to `path`, creating its parent directories; throws when it cannot.
+inline void write_file(const std::string& path, std::string_view bytes) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!out) throw std::runtime_error("cannot write " + path);
 }
 
 // Limits the size of the files this process writes (RLIMIT_FSIZE) while it lives: a write past

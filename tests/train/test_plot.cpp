@@ -194,12 +194,6 @@ Image decode_png(const std::string& png) {
   return img;
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("cotan_test_plot_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
-
 bool grey(Rgb c) { return c.r == c.g && c.g == c.b; }
 
 Rgb pixel(const Image& img, double x, double y) { return img.at(int(std::lround(x)), int(std::lround(y))); }

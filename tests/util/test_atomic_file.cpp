@@ -16,19 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string dir = (fs::temp_directory_path() / "cotan-atomic-XXXXXX").string();
-    REQUIRE(mkdtemp(dir.data()) != nullptr);
-    path = dir;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
 std::string read(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
