@@ -1,6 +1,7 @@
 // cotan against HF transformers itself: tiny random models that transformers made and saved
 // (tests/hf/make_fixtures.py), loaded from their directories in both config spellings, give the
-// logits transformers computed for the same ids.
+// logits transformers computed for the same ids, and greedy generation gives the tokens of
+// transformers' greedy generate (tests/hf/make_generate_fixtures.py).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "nn/generate.hpp"
 #include "nn/model.hpp"
 #include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
@@ -87,6 +89,33 @@ TEST_CASE("HF fixtures: logits equal transformers' in f32 and f64, for both conf
       if (v4) fs::remove_all(dir);
     }
   }
+}
+
+TEST_CASE("HF fixtures: greedy generation with the KV cache gives transformers' greedy generate, token for token") {
+  int cases = 0;
+  for (const auto& entry : fs::directory_iterator(kFixtures)) {
+    if (!fs::exists(entry.path() / "generate.json")) continue;
+    const std::string name = entry.path().filename().string();
+    CAPTURE(name);
+    const Json expected = read_json_file((entry.path() / "generate.json").string());
+    // The script keeps only prompts whose every step has a clear winner, so f32 must agree.
+    CHECK(expected["min_margin"].get<double>() >= 1e-3);
+    const LoadedModel m = load_model_dir(entry.path().string(), DType::f32);
+    const CausalLM lm(m.config);
+    GenerateConfig c;
+    c.max_new_tokens = expected["new_tokens"].get<int64_t>();
+    c.sampling.greedy = true;  // no eos: every prompt runs to max_new_tokens, as in the script
+    std::vector<std::vector<int32_t>> prompts;
+    for (const Json& p : expected["prompts"]) prompts.push_back(p.get<std::vector<int32_t>>());
+    Generator gen(0);
+    const Generation g = generate(lm, m.params, m.state, prompts, c, gen);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      CAPTURE(i);
+      CHECK(g.tokens[i] == expected["tokens"][i].get<std::vector<int32_t>>());
+    }
+    ++cases;
+  }
+  CHECK(cases >= 8);
 }
 
 TEST_CASE("HF fixtures: configs whose math cotan does not implement are refused, naming the field") {
