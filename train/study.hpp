@@ -13,10 +13,10 @@
 // Ctrl-C ends the study once the current run has written its checkpoint. Resuming (`resume`,
 // `cotan distill --resume DIR`) needs the config of study.json: finished runs are read back from
 // their final checkpoints and metrics, the interrupted one continues bit for bit, and the table
-// equals an uninterrupted study's. Inputs (configs, vocabularies, data, seq_len, the run
-// directory, study.json, and every setting fit() checks for the teacher's and the students' runs)
-// are checked before anything is written; a directory holding only study.json (a start that
-// trained nothing) is started over.
+// equals an uninterrupted study's. Inputs (configs, vocabularies, data, seq_len, the evaluation's
+// files and tasks, the run directory, study.json, and every setting fit() checks for the
+// teacher's and the students' runs) are checked before anything is written; a directory holding
+// only study.json (a start that trained nothing) is started over.
 #pragma once
 
 #include <string>
