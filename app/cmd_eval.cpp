@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <map>
 #include <sstream>
 
 #include "app/commands.hpp"
@@ -31,25 +30,6 @@ DType eval_dtype(const std::string& value) {
   if (value == "f64") return DType::f64;
   if (value == "bf16") return DType::bf16;
   fail("eval", "--dtype ", value, ": expected f32, bf16 or f64");
-}
-
-// --tasks "piqa=a.jsonl,boolq=b.jsonl" in Table 1's column order (train::task_names), each once.
-std::vector<std::pair<std::string, std::string>> parse_tasks(const std::string& spec) {
-  std::map<std::string, std::string> given;
-  std::stringstream in(spec);
-  for (std::string item; std::getline(in, item, ',');) {
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-      fail("eval", "--tasks: '", item, "' is not NAME=FILE");
-    const std::string name = item.substr(0, eq);
-    train::require_task(name);
-    if (!given.emplace(name, item.substr(eq + 1)).second) fail("eval", "--tasks: ", name, " is given twice");
-  }
-  std::vector<std::pair<std::string, std::string>> out;
-  for (const std::string& name : train::task_names())
-    if (given.count(name)) out.emplace_back(name, given[name]);
-  return out;
 }
 
 double metric_of(const train::TaskScore& s, const std::string& metric) {
@@ -99,7 +79,7 @@ int cmd_eval(const Args& args) {
   if (ppl_data.empty() && tasks_spec.empty()) fail("eval", "nothing to evaluate: give --ppl-data FILE or --tasks NAME=FILE,...");
   const DType dtype = eval_dtype(dtype_name);
   const Device device = device_option(device_name);
-  const auto tasks = parse_tasks(tasks_spec);
+  const auto tasks = train::parse_task_list(tasks_spec, "eval", "--tasks");
   const bool json = vm.count("json") > 0;
 
   if (!fs::is_directory(model_dir)) fail("eval", "--model ", model_dir, ": not a directory");

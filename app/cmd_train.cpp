@@ -286,7 +286,7 @@ int cmd_pretrain(const Args& args) {
 int cmd_distill(const Args& args) {
   bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
   train::StudyConfig s = quick ? train::quick_study() : train::default_study();
-  std::string loss_spec, attention, resume_dir, device, dtype, seed;
+  std::string loss_spec, attention, resume_dir, device, dtype, seed, eval_tasks;
   AffineOptions affine;
   const std::string attention_help = "only this kind (" + nn::attention_kind_names() + ")";
   po::options_description opts(
@@ -309,7 +309,12 @@ int cmd_distill(const Args& args) {
       "steps", po::value(&s.student_steps)->default_value(s.student_steps), "distillation steps per student")(
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
       "attention", po::value(&attention), attention_help.c_str())(
-      "composed", "use the composed attention instead of the fused kernels");
+      "composed", "use the composed attention instead of the fused kernels")(
+      "eval-ppl", po::value(&s.eval.ppl_data)->value_name("FILE"),
+      "score every student and the teacher: perplexity on a text or JSONL corpus (a table column)")(
+      "eval-tasks", po::value(&eval_tasks)->value_name("NAME=FILE,..."),
+      "and zero-shot accuracy on these tasks (winogrande, piqa, hellaswag, arc_challenge, arc_easy, boolq)")(
+      "eval-limit", po::value(&s.eval.limit)->default_value(0), "the first N examples of each task (0: all)");
   add_affine_options(opts, affine);
   add_training_options(opts, s.train, loss_spec, device, dtype, seed);
   po::variables_map vm = parse_options(args, opts);
@@ -323,6 +328,9 @@ int cmd_distill(const Args& args) {
   check_integer("teacher-steps", s.teacher_steps, 0);
   check_integer("steps", s.student_steps, 1);
   check_integer("seeds", s.seeds, 1, 1000);
+  check_integer("eval-limit", s.eval.limit, 0, kNoLimit, "0: all");
+  s.eval.tasks = train::parse_task_list(eval_tasks, "distill", "--eval-tasks");
+  if (s.eval.limit > 0 && s.eval.tasks.empty()) fail("option", "--eval-limit needs --eval-tasks");
   s.overwrite = vm.count("overwrite") > 0;
   if (vm.count("resume") && s.overwrite) fail("option", "--resume and --overwrite exclude each other");
   if (vm.count("resume")) {

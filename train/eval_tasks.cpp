@@ -159,11 +159,40 @@ const std::vector<std::string>& task_names() {
 
 bool is_task(std::string_view name) { return readers().count(name) > 0; }
 
-void require_task(std::string_view name) {
-  if (is_task(name)) return;
+namespace {
+
+std::string known_tasks() {
   std::string known;
   for (const std::string& n : task_names()) known += (known.empty() ? "" : ", ") + n;
-  fail("eval", "unknown task '", name, "' (known: ", known, ")");
+  return known;
+}
+
+}  // namespace
+
+void require_task(std::string_view name) {
+  if (!is_task(name)) fail("eval", "unknown task '", name, "' (known: ", known_tasks(), ")");
+}
+
+std::vector<std::pair<std::string, std::string>> parse_task_list(const std::string& spec, const std::string& command,
+                                                                 const std::string& option) {
+  std::map<std::string, std::string> given;
+  size_t begin = 0;
+  while (begin <= spec.size()) {
+    const size_t end = std::min(spec.find(',', begin), spec.size());
+    const std::string item = spec.substr(begin, end - begin);
+    begin = end + 1;
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      fail(command, option, ": '", item, "' is not NAME=FILE");
+    const std::string name = item.substr(0, eq);
+    if (!is_task(name)) fail(command, option, ": unknown task '", name, "' (known: ", known_tasks(), ")");
+    if (!given.emplace(name, item.substr(eq + 1)).second) fail(command, option, ": ", name, " is given twice");
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& name : task_names())
+    if (const auto it = given.find(name); it != given.end()) out.emplace_back(name, it->second);
+  return out;
 }
 
 std::vector<McExample> read_task(const std::string& name, const std::string& path, int64_t limit) {

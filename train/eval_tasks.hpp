@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cotan::train {
@@ -34,6 +35,13 @@ const std::vector<std::string>& task_names();
 bool is_task(std::string_view name);
 // Throws "[eval] unknown task 'NAME' (known: winogrande, piqa, ...)" unless is_task(name).
 void require_task(std::string_view name);
+
+// A task list, "piqa=a.jsonl,boolq=b.jsonl", as (name, file) pairs in Table 1's column order
+// (task_names()), each task once; empty items are skipped. Errors name the command and the
+// option: "[distill] --eval-tasks: 'piqa' is not NAME=FILE", "... unknown task 'squad' (known:
+// ...)", "... piqa is given twice".
+std::vector<std::pair<std::string, std::string>> parse_task_list(const std::string& spec, const std::string& command,
+                                                                 const std::string& option);
 
 // The examples of the first `limit` non-blank lines of `path` (limit 0: all), read as task `name`.
 // Errors, one line each naming the file and line ("[eval] piqa.jsonl:3: missing field 'sol2'"):

@@ -90,6 +90,7 @@ struct RunOutcome {
   TrainResult result;
   std::vector<nn::LayerAnalysis> layers;
   std::vector<double> weight_sums;  // per query, averaged over heads, over the analysis batches
+  EvalScores eval;                  // with StudyConfig::eval
 };
 
 // outcomes[v][seed]: the runs of config.variants[v].
@@ -111,6 +112,7 @@ struct StudyInputs {
   std::string data_path;
   std::optional<text::Tokenizer> tokenizer;  // none: the byte tokenizer
   TokenData data;
+  StudyEvalData eval;  // with StudyConfig::eval
 };
 
 // Everything in the config that determines the study's results (not run_dir, cache_dir or the
@@ -141,6 +143,7 @@ Json study_json(const StudyConfig& config, const StudyInputs& in) {
     variants.push_back(row);
   }
   j["variants"] = variants;
+  if (config.eval.enabled()) j["eval"] = eval_json(config.eval, in.eval);
   const Json settings = train_settings(config.train, true);
   Json train = Json::object();
   for (const auto& [key, value] : settings.items())
@@ -213,6 +216,9 @@ StudyInputs read_inputs(const StudyConfig& config) {
   check_inputs(in.teacher, nullptr, in.data, teacher_run);
   check_inputs(in.student, &in.teacher, in.data, student_run);
   (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
+  if (config.eval.enabled())
+    in.eval = read_eval_data(config.eval, config.text_field, in.tokenizer ? &*in.tokenizer : nullptr,
+                             std::min(in.teacher.max_position_embeddings, in.student.max_position_embeddings));
   return in;
 }
 
@@ -294,6 +300,24 @@ std::optional<nn::LoadedModel> teacher_weights(const StudyConfig& config, const 
   write_file_atomically((teacher_dir / "key.json").string(), {dump_json(key, 2) + "\n"}, "distill");
   if (stop_requested().load()) return std::nullopt;
   return nn::LoadedModel{in.teacher, std::move(r.params), std::move(r.state)};
+}
+
+// The evaluation's scores of one model, in the students' compute dtype on their device; empty
+// without StudyConfig::eval.
+EvalScores evaluate_for_study(const StudyConfig& config, const StudyInputs& in, const nn::CausalLM& lm,
+                              const nn::Params& ps, const nn::State& st) {
+  if (!config.eval.enabled()) return {};
+  const EvalScores s =
+      evaluate_model(lm, nn::cast(nn::to(ps, config.train.device), config.train.compute_dtype),
+                     nn::cast(nn::to(st, config.train.device), config.train.compute_dtype), in.eval,
+                     in.tokenizer ? &*in.tokenizer : nullptr);
+  std::cout << "  eval:";
+  if (std::isfinite(s.ppl)) std::cout << " ppl " << format_number(s.ppl, 4);
+  for (size_t i = 0; i < s.acc.size(); ++i)
+    std::cout << (i == 0 && !std::isfinite(s.ppl) ? " " : ", ") << in.eval.task_names[i] << " acc "
+              << format_number(s.acc[i], 3) << "%";
+  std::cout << "\n" << std::flush;
+  return s;
 }
 
 // The attention statistics of a trained student over the analysis batches, on the CPU
@@ -380,6 +404,7 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
     out.result.evals = std::move(history.evals);
   }
   analyze_attention(student, ctx.analysis, out);
+  out.eval = evaluate_for_study(config, ctx.in, student, out.result.params, out.result.state);
   nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, nn::to(out.result.params, Device::cpu()),
                     nn::to(out.result.state, Device::cpu()));
   return out;
@@ -426,19 +451,21 @@ std::vector<double> after_warmup(const std::vector<double>& g, int64_t warmup) {
 }
 
 // One column of the comparison: its name, what it measures on one run, whether it is a count,
-// and its definition for the legend.
+// its definition for the legend, and whether it measures a model alone (the evaluation's
+// columns, which the teacher's reference row has too) rather than a student's run.
 struct Column {
   std::string name;
   std::function<double(const RunOutcome&)> measure;
   bool count;
   std::string meaning;
+  bool of_model = false;
 };
 
 std::vector<Column> comparison_columns(const StudyConfig& config) {
   const int64_t warmup = student_warmup(config);
   const int64_t window = config.stats_window;
   const auto stats = [window](const RunOutcome& r) { return grad_norm_stats(grad_norms(r), window); };
-  return {
+  std::vector<Column> columns = {
       {"KD loss", [](const RunOutcome& r) { return final_kd(r.result); }, false,
        "mean training KD loss of the last 10 steps"},
       {"val ppl", [](const RunOutcome& r) { return r.result.evals.empty() ? NAN : r.result.evals.back().ppl; }, false,
@@ -474,6 +501,19 @@ std::vector<Column> comparison_columns(const StudyConfig& config) {
        false, "sum of a query's attention weights (1 for softmax), mean over queries"},
       {"weight-sum median", [](const RunOutcome& r) { return median(r.weight_sums); }, false, "its median"},
   };
+  // The evaluation's columns, in Table 1's layout: perplexity, each task's accuracy, their average.
+  const StudyEvalConfig& eval = config.eval;
+  if (!eval.ppl_data.empty())
+    columns.push_back({"eval ppl", [](const RunOutcome& r) { return r.eval.ppl; }, false,
+                       cat("token perplexity on ", eval.ppl_data, " (sliding window, as cotan eval)"), true});
+  const std::string examples = eval.limit > 0 ? cat("the first ", eval.limit, " examples of ") : "";
+  for (size_t i = 0; i < eval.tasks.size(); ++i)
+    columns.push_back({eval.tasks[i].first + " acc", [i](const RunOutcome& r) { return r.eval.acc[i]; }, false,
+                       cat("zero-shot accuracy (acc) in percent on ", examples, eval.tasks[i].second), true});
+  if (!eval.tasks.empty())
+    columns.push_back({"task avg", [](const RunOutcome& r) { return r.eval.average(); }, false,
+                       "mean of the task accuracies", true});
+  return columns;
 }
 
 // One claim of the paper, measured on one run: the verdicts compare it between a kind and softmax.
@@ -488,7 +528,8 @@ struct Claim {
 std::vector<Claim> claims(const StudyConfig& config) {
   std::vector<Claim> out;
   for (const Column& c : comparison_columns(config)) {
-    for (const char* name : {"KD loss", "val ppl", "grad-norm CV", "spikes k=6", "first-token weight", "entropy"}) {
+    for (const char* name : {"KD loss", "val ppl", "grad-norm CV", "spikes k=6", "first-token weight", "entropy", "eval ppl",
+                             "task avg"}) {
       if (c.name != name) continue;
       // Counts compare in units (a difference of spikes), the rest in percent of softmax's value.
       out.push_back(c.count ? Claim{c.name, c.measure, false, "fewer", "more"} : Claim{c.name, c.measure, true});
@@ -551,9 +592,10 @@ std::vector<double> column_values(const Column& c, const std::vector<RunOutcome>
   return values;
 }
 
-// One row per variant; with several seeds each cell is a mean and spread over them. A legend
+// One row per variant; with several seeds each cell is a mean and spread over them. `teacher`,
+// when given, is a last reference row with the columns of_model (the evaluation's) only. A legend
 // defining every column follows the table.
-std::string comparison_markdown(const Outcomes& outcomes, const StudyConfig& config) {
+std::string comparison_markdown(const Outcomes& outcomes, const StudyConfig& config, const RunOutcome* teacher) {
   const std::vector<Column> columns = comparison_columns(config);
   std::vector<std::string> names{"attention", "delta params"};
   for (const Column& c : columns) names.push_back(c.name);
@@ -570,15 +612,22 @@ std::string comparison_markdown(const Outcomes& outcomes, const StudyConfig& con
     }
     table.add_row(cells);
   }
+  if (teacher) {
+    std::vector<std::string> cells{teacher->variant, ""};
+    for (const Column& c : columns) cells.push_back(c.of_model ? format_number(c.measure(*teacher), 4) : "");
+    table.add_row(cells);
+  }
   std::string legend = cat("\n", config.seeds > 1 ? cat("Cells are mean ± std over ", config.seeds, " seeds.\n") : "",
                            "- attention: the variant; delta params: parameters over the softmax student's\n");
+  if (teacher) legend += cat("- ", teacher->variant, ": the teacher, scored with the same evaluation\n");
   for (const Column& c : columns) legend += cat("- ", c.name, ": ", c.meaning, "\n");
   return table.markdown() + legend;
 }
 
 // The same numbers for programs: a mean and a std column per measure (std 0 for one seed),
-// values in full precision, empty where undefined.
-std::string comparison_csv(const Outcomes& outcomes, const StudyConfig& config) {
+// values in full precision, empty where undefined; the teacher's row (one model, seeds 1) has
+// the columns of_model only.
+std::string comparison_csv(const Outcomes& outcomes, const StudyConfig& config, const RunOutcome* teacher) {
   const std::vector<Column> columns = comparison_columns(config);
   std::vector<std::string> names{"attention", "delta params", "seeds"};
   for (const Column& c : columns) {
@@ -593,6 +642,14 @@ std::string comparison_csv(const Outcomes& outcomes, const StudyConfig& config) 
       const Summary s = summarize(column_values(c, runs));
       cells.push_back(number(s.mean));
       cells.push_back(number(s.std));
+    }
+    table.add_row(cells);
+  }
+  if (teacher) {
+    std::vector<std::string> cells{teacher->variant, "", "1"};
+    for (const Column& c : columns) {
+      cells.push_back(c.of_model ? number(c.measure(*teacher)) : "");
+      cells.push_back(c.of_model ? number(0) : "");
     }
     table.add_row(cells);
   }
@@ -647,6 +704,14 @@ StudyResult run_study(StudyConfig config) {
   const nn::Params teacher_params = nn::cast(nn::to(loaded->params, config.train.device), config.train.compute_dtype);
   nn::State teacher_state = nn::cast(nn::to(loaded->state, config.train.device), config.train.compute_dtype);
   teacher_state.training = false;
+  std::optional<RunOutcome> teacher_scores;  // the table's reference row
+  if (config.eval.enabled()) {
+    std::cout << "evaluating the teacher\n" << std::flush;
+    teacher_scores.emplace();
+    teacher_scores->variant = "teacher";
+    teacher_scores->eval = evaluate_for_study(config, in, teacher, teacher_params, teacher_state);
+  }
+  const RunOutcome* reference = teacher_scores ? &*teacher_scores : nullptr;
 
   const StudentContext students{
       config, in, run_dir, Teacher{&teacher, &teacher_params, &teacher_state},
@@ -656,9 +721,9 @@ StudyResult run_study(StudyConfig config) {
   const std::optional<Outcomes> outcomes = distill_students(students);
   if (!outcomes) return interrupted;
 
-  const std::string markdown = comparison_markdown(*outcomes, config);
+  const std::string markdown = comparison_markdown(*outcomes, config, reference);
   write_file_atomically((run_dir / "table.md").string(), {markdown}, "distill");
-  write_file_atomically((run_dir / "table.csv").string(), {comparison_csv(*outcomes, config)}, "distill");
+  write_file_atomically((run_dir / "table.csv").string(), {comparison_csv(*outcomes, config, reference)}, "distill");
   write_figures(run_dir, figure_runs(*outcomes));
 
   if (config.stats_window > config.student_steps)

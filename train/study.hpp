@@ -8,19 +8,22 @@
 //   <variant>[-seedN]/   one student's run, and model/ with its final weights; the folder is the
 //                        variant's name made shell-safe: affine-linear_clip for affine(linear_clip)
 //   table.md, table.csv, the figures and their tidy CSVs (train/figures.hpp)
+// With an evaluation (StudyConfig::eval, train/study_eval.hpp) each student is scored after its
+// training, and the teacher as a reference row: perplexity and task-accuracy columns.
 // Ctrl-C ends the study once the current run has written its checkpoint. Resuming (`resume`,
 // `cotan distill --resume DIR`) needs the config of study.json: finished runs are read back from
 // their final checkpoints and metrics, the interrupted one continues bit for bit, and the table
-// equals an uninterrupted study's. Inputs (configs, vocabularies, data, seq_len, the run
-// directory, study.json, and every setting fit() checks for the teacher's and the students' runs)
-// are checked before anything is written; a directory holding only study.json (a start that
-// trained nothing) is started over.
+// equals an uninterrupted study's. Inputs (configs, vocabularies, data, seq_len, the evaluation's
+// files and tasks, the run directory, study.json, and every setting fit() checks for the
+// teacher's and the students' runs) are checked before anything is written; a directory holding
+// only study.json (a start that trained nothing) is started over.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "nn/config.hpp"
+#include "train/study_eval.hpp"
 #include "train/trainer.hpp"
 
 namespace cotan::train {
@@ -47,6 +50,7 @@ struct StudyConfig {
   int64_t analysis_batches = 2;  // evaluation batches for the attention statistics
   TrainConfig train;             // batch, seq_len, lr, loss... (steps and run_dir are set per run)
   std::vector<StudyVariant> variants;  // empty: the six of the paper's comparison
+  StudyEvalConfig eval;          // perplexity and zero-shot tasks scored on every model; none by default
   bool quick = false;
   bool resume = false;   // continue the study in run_dir (which must then be given)
   bool overwrite = false;  // a new study in a run_dir that holds files moves them aside (DIR.old-N)

@@ -1,4 +1,5 @@
-# `cotan eval`: perplexity and zero-shot tasks on a tiny pretrained model, end to end, and bad input.
+# `cotan eval`: perplexity and zero-shot tasks on a tiny pretrained model, end to end, and bad input;
+# the same evaluation as columns of a tiny study (`cotan distill --eval-ppl --eval-tasks`).
 # Usage: sh eval.sh COTAN CASE
 . "$(dirname "$0")/common.sh"
 
@@ -77,6 +78,63 @@ case_eval_bad_input() {
   eval_fails "has no tokenizer.json, and its vocab_size 300 is not the byte tokenizer's 257" --model "$WORK/wide" \
     --ppl-data "$SAMPLES/ppl.txt"
   eval_fails "[eval]" --model "$WORK/wide" --tasks "boolq=$WORK/ok.jsonl"
+}
+
+# The cells of column NAME of a CSV file's rows after the header, one a line.
+csv_column() {  # FILE NAME
+  awk -F, -v name="$2" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == name) col = i; next }
+    col { print $col } END { if (!col) print "no column " name }' "$1"
+}
+
+case_distill_eval() {
+  # Every variant (an empty --attention), two seeds: the students' cells are mean ± std.
+  distill --attention "" --seeds 2 --run-dir "$WORK/study" --eval-ppl "$SAMPLES/ppl.txt" \
+    --eval-tasks "piqa=$SAMPLES/piqa.jsonl,boolq=$SAMPLES/boolq.jsonl" --eval-limit 2 > "$STDOUT" 2> "$STDERR" ||
+    fail "the study failed: $(cat "$STDERR")"
+  head -n 1 "$WORK/study/table.md" | grep -Eq '\| +eval ppl +\| +piqa acc +\| +boolq acc +\| +task avg +\|$' ||
+    fail "no evaluation columns in table.md: $(head -n 1 "$WORK/study/table.md")"
+  # A row per student with four mean ± std cells at the end, and the teacher's reference row.
+  [ "$(grep -Ec '([0-9.e+-]+ ± [0-9.e+-]+ *\| *){4}$' "$WORK/study/table.md")" -eq 6 ] ||
+    fail "not six students with evaluation cells: $(cat "$WORK/study/table.md")"
+  grep -Eq '^\| teacher +\|[ |]+ [0-9.]+ +\| +[0-9.]+ +\| +[0-9.]+ +\| +[0-9.]+ +\|$' "$WORK/study/table.md" ||
+    fail "no teacher row in table.md: $(cat "$WORK/study/table.md")"
+  grep -q 'piqa acc: zero-shot accuracy (acc) in percent on the first 2 examples of' "$WORK/study/table.md" ||
+    fail "no legend for piqa acc: $(cat "$WORK/study/table.md")"
+  for column in "eval ppl mean" "eval ppl std" "piqa acc mean" "boolq acc mean" "task avg mean" "task avg std"; do
+    cells=$(csv_column "$WORK/study/table.csv" "$column")
+    [ "$(echo "$cells" | grep -Ecx '[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?')" -eq 7 ] ||
+      fail "column '$column' of table.csv is not seven numbers: $cells"
+  done
+  # Accuracies are percentages of 2 examples; perplexity is above 1.
+  csv_column "$WORK/study/table.csv" "piqa acc mean" | awk '$1 < 0 || $1 > 100 { bad = 1 } END { exit bad }' ||
+    fail "piqa accuracy outside [0, 100]: $(csv_column "$WORK/study/table.csv" "piqa acc mean")"
+  csv_column "$WORK/study/table.csv" "eval ppl mean" | awk '$1 <= 1 { bad = 1 } END { exit bad }' ||
+    fail "perplexity not above 1: $(csv_column "$WORK/study/table.csv" "eval ppl mean")"
+  grep -q '^affine(linear_clip) vs softmax: .*; eval ppl [+-][0-9.]*% .*; task avg ' "$WORK/study/verdicts.txt" ||
+    fail "no evaluation in the verdicts: $(cat "$WORK/study/verdicts.txt")"
+  grep -q '"eval": {' "$WORK/study/study.json" || fail "study.json does not record the evaluation"
+  # Resuming checks the evaluation's options.
+  remember "$WORK/study"
+  expect_error "cannot resume|another config" \
+    distill --attention "" --seeds 2 --resume "$WORK/study" --eval-ppl "$SAMPLES/ppl.txt" \
+    --eval-tasks "piqa=$SAMPLES/piqa.jsonl,boolq=$SAMPLES/boolq.jsonl" --eval-limit 1
+  check_unchanged "$WORK/study"
+}
+
+case_distill_eval_bad_input() {
+  expect_error "[distill] --eval-tasks: unknown task 'squad' (known: winogrande, piqa" \
+    distill --run-dir "$WORK/study" --eval-tasks "piqa=$SAMPLES/piqa.jsonl,squad=$SAMPLES/piqa.jsonl"
+  expect_error "--eval-tasks: 'piqa' is not NAME=FILE" distill --run-dir "$WORK/study" --eval-tasks piqa
+  expect_error "--eval-tasks: piqa is given twice" \
+    distill --run-dir "$WORK/study" --eval-tasks "piqa=$SAMPLES/piqa.jsonl,piqa=$SAMPLES/piqa.jsonl"
+  expect_error "--eval-limit needs --eval-tasks" distill --run-dir "$WORK/study" --eval-limit 3
+  printf '{"goal": "g", "sol1": "a", "label": 0}\n' > "$WORK/missing.jsonl"
+  expect_error "missing.jsonl:1: missing field 'sol2'" \
+    distill --run-dir "$WORK/study" --eval-tasks "boolq=$SAMPLES/boolq.jsonl,piqa=$WORK/missing.jsonl"
+  expect_error "--eval-ppl $WORK/nosuch.txt: no such file" distill --run-dir "$WORK/study" --eval-ppl "$WORK/nosuch.txt"
+  : > "$WORK/empty.txt"
+  expect_error "$WORK/empty.txt: the corpus is empty" distill --run-dir "$WORK/study" --eval-ppl "$WORK/empty.txt"
+  [ ! -e "$WORK/study" ] || fail "a failed study wrote $WORK/study"
 }
 
 run_case
