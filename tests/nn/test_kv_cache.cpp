@@ -19,12 +19,6 @@ using namespace cotan::nn;
 
 namespace {
 
-std::vector<AttentionKind> all_kinds() {
-  std::vector<AttentionKind> out;
-  for (const AttentionKindInfo& k : attention_kinds()) out.push_back(k.kind);
-  return out;
-}
-
 // Two layers, four query heads on two kv heads, q/k/v biases (Qwen2's layout).
 ModelConfig small(AttentionKind kind) {
   ModelConfig c;
@@ -111,7 +105,8 @@ std::vector<std::vector<int32_t>> prompts(const std::vector<int64_t>& lengths, i
 }  // namespace
 
 TEST_CASE("cached decoding equals full recomputation for every kind: f64 within 1e-12, f32 within 1e-5") {
-  for (AttentionKind kind : all_kinds()) {
+  for (const AttentionKindInfo& info : attention_kinds()) {  // every row of the table
+    const AttentionKind kind = info.kind;
     CAPTURE(name_of(kind));
     for (DType dtype : {DType::f64, DType::f32}) {
       CAPTURE(dtype);
@@ -127,7 +122,8 @@ TEST_CASE("cached decoding equals full recomputation for every kind: f64 within 
 TEST_CASE("cached decoding on cuda:0 through the emulator equals full recomputation there") {
   setenv("COTAN_CUDA_EMULATOR", "1", 1);
   const Device device = Device::cuda(0);
-  for (AttentionKind kind : all_kinds()) {
+  for (const AttentionKindInfo& info : attention_kinds()) {  // every row of the table
+    const AttentionKind kind = info.kind;
     CAPTURE(name_of(kind));
     Model m = random_model(kind, DType::f32, 11, device);
     REQUIRE(m.ps.begin()->second.device() == device);
