@@ -155,6 +155,16 @@ struct Reader {
   }
 };
 
+// The components of a Sequence: spec[key], a list, each read by `read(reader, item, path)`.
+template <class Read>
+auto read_parts(const Reader& r, const Json& spec, const std::string& where, const char* key, Read read) {
+  const Json& list = r.field(spec, where, key);
+  if (!list.is_array()) r.error(where + "." + key, "is not a list");
+  std::vector<decltype(read(r, list[0], where))> parts;
+  for (size_t i = 0; i < list.size(); ++i) parts.push_back(read(r, list[i], cat(where, ".", key, "[", i, "]")));
+  return parts;
+}
+
 // A Split or Replace pattern: {"String": "..."} (a literal) or {"Regex": "..."}.
 class Pattern {
  public:
@@ -427,13 +437,7 @@ std::unique_ptr<Normalizer> read_normalizer(const Reader& r, const Json& spec, c
   if (type == "Strip") {
     return std::make_unique<Strip>(r.boolean(spec, where, "strip_left", true), r.boolean(spec, where, "strip_right", true));
   }
-  if (type == "Sequence") {
-    const Json& list = r.field(spec, where, "normalizers");
-    if (!list.is_array()) r.error(where + ".normalizers", "is not a list");
-    std::vector<std::unique_ptr<Normalizer>> parts;
-    for (size_t i = 0; i < list.size(); ++i) parts.push_back(read_normalizer(r, list[i], cat(where, ".normalizers[", i, "]")));
-    return std::make_unique<NormalizerSequence>(std::move(parts));
-  }
+  if (type == "Sequence") return std::make_unique<NormalizerSequence>(read_parts(r, spec, where, "normalizers", read_normalizer));
   r.unsupported(where, type, "NFC, NFD, NFKC, NFKD, Lowercase, Replace, Prepend, Strip, Sequence");
 }
 
@@ -656,14 +660,7 @@ std::unique_ptr<PreTokenizer> read_pre_tokenizer(const Reader& r, const Json& sp
                                        read_prepend_scheme(r, spec, where), r.boolean(spec, where, "split", true));
   }
   if (type == "Digits") return std::make_unique<Digits>(r.boolean(spec, where, "individual_digits", false));
-  if (type == "Sequence") {
-    const Json& list = r.field(spec, where, "pretokenizers");
-    if (!list.is_array()) r.error(where + ".pretokenizers", "is not a list");
-    std::vector<std::unique_ptr<PreTokenizer>> parts;
-    for (size_t i = 0; i < list.size(); ++i)
-      parts.push_back(read_pre_tokenizer(r, list[i], cat(where, ".pretokenizers[", i, "]")));
-    return std::make_unique<PreTokenizerSequence>(std::move(parts));
-  }
+  if (type == "Sequence") return std::make_unique<PreTokenizerSequence>(read_parts(r, spec, where, "pretokenizers", read_pre_tokenizer));
   r.unsupported(where, type, "ByteLevel, Split, Metaspace, Digits, Sequence");
 }
 
@@ -1059,13 +1056,7 @@ std::unique_ptr<PostProcessor> read_post_processor(const Reader& r, const Json& 
   const std::string type = r.type(spec, where);
   if (type == "ByteLevel") return std::make_unique<KeepIds>();
   if (type == "TemplateProcessing") return std::make_unique<Template>(r, spec, where);
-  if (type == "Sequence") {
-    const Json& list = r.field(spec, where, "processors");
-    if (!list.is_array()) r.error(where + ".processors", "is not a list");
-    std::vector<std::unique_ptr<PostProcessor>> parts;
-    for (size_t i = 0; i < list.size(); ++i) parts.push_back(read_post_processor(r, list[i], cat(where, ".processors[", i, "]")));
-    return std::make_unique<PostProcessorSequence>(std::move(parts));
-  }
+  if (type == "Sequence") return std::make_unique<PostProcessorSequence>(read_parts(r, spec, where, "processors", read_post_processor));
   r.unsupported(where, type, "TemplateProcessing, ByteLevel, Sequence");
 }
 
@@ -1232,13 +1223,7 @@ std::unique_ptr<Decoder> read_decoder(const Reader& r, const Json& spec, const s
                                           size_t(r.integer(r.field(spec, where, "stop"), where + ".stop", 0, 1 << 20)));
   }
   if (type == "Replace") return std::make_unique<ReplaceDecoder>(r, spec, where);
-  if (type == "Sequence") {
-    const Json& list = r.field(spec, where, "decoders");
-    if (!list.is_array()) r.error(where + ".decoders", "is not a list");
-    std::vector<std::unique_ptr<Decoder>> parts;
-    for (size_t i = 0; i < list.size(); ++i) parts.push_back(read_decoder(r, list[i], cat(where, ".decoders[", i, "]")));
-    return std::make_unique<DecoderSequence>(std::move(parts));
-  }
+  if (type == "Sequence") return std::make_unique<DecoderSequence>(read_parts(r, spec, where, "decoders", read_decoder));
   r.unsupported(where, type, "ByteLevel, Metaspace, ByteFallback, Fuse, Strip, Replace, Sequence");
 }
 
