@@ -29,7 +29,7 @@ constexpr Command commands[] = {
     {"generate", cotan::app::cmd_generate, "text from a model directory, with a KV cache"},
     {"eval", cotan::app::cmd_eval, "perplexity and zero-shot accuracy of a model directory (Table 1)"},
     {"params", cotan::app::cmd_params, "parameter count of a config and its attention kind's overhead"},
-    {"tokenize", cotan::app::cmd_tokenize, "turn text files or directories into token shards"},
+    {"tokenize", cotan::app::cmd_tokenize, "corpora (text, JSONL, .gz, .zst) to token shards, with an HF tokenizer.json or bytes"},
     {"bench", cotan::app::cmd_bench, "benchmarks:"},  // their names follow, from app/cmd_bench.cpp
 };
 
