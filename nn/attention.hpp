@@ -64,10 +64,14 @@ struct AttentionStats {
   double mean_logit = 0;          // mean over visible (i, j) of s_ij
   Tensor head_mass;               // [H] f64: mean over b, i of sum_j A_ij
   Tensor weight_sums;             // [B, T] f64: sum_j A_ij averaged over heads, per query
+  Tensor row_sums;                // [B, H, T] f64: sum_j A_ij of each head's query
+  // [T, T] f64, with `with_weights` only: A of batch row 0 averaged over heads (0 on masked keys)
+  Tensor weights;
 };
 
 // Runs the forward pass without gradients and returns the statistics (q, k, v ... as above).
-AttentionStats attention_stats(const AttentionCore& in);
+// `with_weights` also keeps batch row 0's A (AttentionStats::weights), T x T doubles.
+AttentionStats attention_stats(const AttentionCore& in, bool with_weights = false);
 
 // Checks the shapes and dtypes of `in` and throws "[attention] ..." naming the offending tensor.
 void check_attention_core(const AttentionCore& in, std::string_view op);

@@ -5,7 +5,8 @@
 // Row by row, with no T x T buffer: a first pass over the key tiles finds L_i, a second one
 // recomputes s_ij, forms A_ij and accumulates the row's sums. One task per (b, h) writes its own
 // per-row results; the means are then taken serially in a fixed order, so the numbers do not
-// depend on the thread count.
+// depend on the thread count. With `with_weights`, the heads of batch row 0 run serially after
+// the others, each adding A / H into one [T, T] buffer, in head order.
 #include <cmath>
 #include <limits>
 
@@ -30,7 +31,8 @@ struct RowStats {
 };
 
 template <class T>
-void head_stats(const Problem<T>& pr, int64_t b, int64_t h, RowStats* rows) {
+// weights: null, or [T, T] to which A / H of this (b, h) is added.
+void head_stats(const Problem<T>& pr, int64_t b, int64_t h, RowStats* rows, double* weights) {
   static thread_local Scratch<T> scratch;
   const int64_t t = pr.t, d = pr.d, tp = pr.tp, dp = pr.dp, g = h / pr.group();
   std::vector<T*> a = scratch.carve({tp * dp, dp * tp, kQueryRows * kKeyCols, kQueryRows, kQueryRows, kQueryRows});
@@ -91,6 +93,7 @@ void head_stats(const Problem<T>& pr, int64_t b, int64_t h, RowStats* rows) {
         for (int64_t c = 0; c < seen; ++c) {
           const double w = alpha * double(row[c]) + beta;
           if (j0 + c == 0) out.first = w;
+          if (weights) weights[i * t + j0 + c] += w / double(pr.heads);
           out.mass += w;
           if (w > 0) {
             positive[size_t(r)] += w;
@@ -107,17 +110,20 @@ void head_stats(const Problem<T>& pr, int64_t b, int64_t h, RowStats* rows) {
 }
 
 template <class T>
-std::vector<RowStats> all_rows(const Problem<T>& pr) {
+std::vector<RowStats> all_rows(const Problem<T>& pr, double* weights) {
   std::vector<RowStats> rows(size_t(pr.batch * pr.heads * pr.t));
-  cpu::parallel_for(pr.batch * pr.heads, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t bh = begin; bh < end; ++bh) head_stats(pr, bh / pr.heads, bh % pr.heads, rows.data());
+  const int64_t first = weights ? pr.heads : 0;  // the (b, h) left to the serial pass
+  cpu::parallel_for(pr.batch * pr.heads - first, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t bh = first + begin; bh < first + end; ++bh)
+      head_stats(pr, bh / pr.heads, bh % pr.heads, rows.data(), nullptr);
   });
+  for (int64_t h = 0; h < first; ++h) head_stats(pr, 0, h, rows.data(), weights);
   return rows;
 }
 
 }  // namespace
 
-AttentionStats attention_stats(const AttentionCore& in) {
+AttentionStats attention_stats(const AttentionCore& in, bool with_weights) {
   check_attention_core(in, "attention_stats");
   if (!in.q.device().is_cpu())
     fail("attention_stats", "runs on the CPU; q is on ", to_string(in.q.device()));
@@ -126,14 +132,18 @@ AttentionStats attention_stats(const AttentionCore& in) {
   auto prepare = [ct](const Tensor& x) { return x.defined() ? contiguous(cast(x.detach(), ct)) : Tensor(); };
   const Tensor q = prepare(in.q), k = prepare(in.k), v = prepare(in.v), alpha = prepare(in.alpha),
                alpha_ma = prepare(in.alpha_ma), sigma = prepare(in.sigma);
-  const std::vector<RowStats> rows =
-      ct == DType::f64 ? all_rows(Problem<double>(in.causal, in.affine_n, q, k, v, alpha, alpha_ma, sigma))
-                       : all_rows(Problem<float>(in.causal, in.affine_n, q, k, v, alpha, alpha_ma, sigma));
-
   const int64_t batch = q.size(0), heads = q.size(1), t = q.size(2);
   AttentionStats out;
+  if (with_weights) out.weights = zeros({t, t}, DType::f64);
+  double* weights = with_weights ? out.weights.data<double>() : nullptr;
+  const std::vector<RowStats> rows =
+      ct == DType::f64 ? all_rows(Problem<double>(in.causal, in.affine_n, q, k, v, alpha, alpha_ma, sigma), weights)
+                       : all_rows(Problem<float>(in.causal, in.affine_n, q, k, v, alpha, alpha_ma, sigma), weights);
+
   out.head_mass = zeros({heads}, DType::f64);
   out.weight_sums = zeros({batch, t}, DType::f64);
+  out.row_sums = zeros({batch, heads, t}, DType::f64);
+  double* row_sums = out.row_sums.data<double>();
   double* head_mass = out.head_mass.data<double>();
   double* weight_sums = out.weight_sums.data<double>();
   double first = 0, share = 0, shared_rows = 0, entropy = 0, logits = 0, visible = 0;
@@ -150,6 +160,7 @@ AttentionStats attention_stats(const AttentionCore& in) {
         logits += r.logit_sum;
         visible += double(in.causal ? i + 1 : t);
         head_mass[h] += r.mass;
+        row_sums[(b * heads + h) * t + i] = r.mass;
         weight_sums[b * t + i] += r.mass;
       }
   const double rows_total = double(batch * heads * t);

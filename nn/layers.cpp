@@ -151,7 +151,7 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
   }
   if (analysis) {
     NoGrad no_grad;
-    analysis->attention = attention_stats(core);
+    analysis->attention = attention_stats(core, analysis->with_weights);
     if (core.alpha.defined()) {
       Tensor a = cast(core.alpha.detach(), DType::f64);
       analysis->alpha_mean = mean(a, {0, 2});

@@ -90,8 +90,10 @@ struct SwiGLU {
   Tensor apply(const Tensor& x, const ParamView& ps) const;
 };
 
-// What an analysis pass collects from one attention layer.
+// What an analysis pass collects from one attention layer. with_weights is the request, set
+// before the pass: keep batch row 0's attention weights (AttentionStats::weights).
 struct LayerAnalysis {
+  bool with_weights = false;
   AttentionStats attention;
   Tensor alpha_mean;  // [H] f64, affine kinds only
   Tensor alpha_std;   // [H] f64

@@ -57,7 +57,8 @@ std::pair<Tensor, State> CausalLM::run(const Tensor& ids, const Params& ps, Stat
   for (size_t i = 0; i < blocks_.size(); ++i) {
     const DecoderBlock& block = blocks_[i];
     std::string prefix = layer_prefix(i);
-    LayerAnalysis* layer = analysis ? &analysis->emplace_back() : nullptr;
+    // An analysis vector may come sized, with its requests (analyze).
+    LayerAnalysis* layer = !analysis ? nullptr : analysis->size() > i ? &(*analysis)[i] : &analysis->emplace_back();
     LayerCache* layer_cache = cache ? &cache->emplace_back() : nullptr;
     if (!checkpoint_layers_ || analysis || cache) {
       std::tie(x, st) = block.apply(x, view.sub(prefix), st, prefix, layer, layer_cache);
@@ -95,11 +96,17 @@ std::pair<Tensor, State> CausalLM::apply(const Tensor& ids, const Params& ps, co
   return {matmul(h, transpose(head_weight(ps))), next};
 }
 
-std::vector<LayerAnalysis> CausalLM::analyze(const Tensor& ids, const Params& ps, const State& st) const {
+std::vector<LayerAnalysis> CausalLM::analyze(const Tensor& ids, const Params& ps, const State& st,
+                                             bool weights_of_last_layer) const {
   NoGrad no_grad;
   State eval = st;
   eval.training = false;
   std::vector<LayerAnalysis> out;
+  out.reserve(blocks_.size());
+  if (weights_of_last_layer && !blocks_.empty()) {
+    out.resize(blocks_.size());
+    out.back().with_weights = true;
+  }
   run(ids, ps, std::move(eval), &out);
   return out;
 }

@@ -43,7 +43,10 @@ class CausalLM {
   // The output projection [V, D] (embed_tokens.weight when tied).
   const Tensor& head_weight(const Params& ps) const;
   // An evaluation pass that also returns per-layer attention statistics (docs/attention.md, "Attention statistics").
-  std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st) const;
+  // With `weights_of_last_layer`, the last layer's analysis also holds batch row 0's attention
+  // weights averaged over heads (AttentionStats::weights, [T, T]).
+  std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st,
+                                     bool weights_of_last_layer = false) const;
 
   // Runs the prompts ids [B, T] (every row T >= 1 tokens) through the forward pass (the fused
   // attention, as apply runs it) and replaces `cache` with their keys and values; its max_length

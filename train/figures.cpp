@@ -86,8 +86,12 @@ std::string seeds_note(const std::vector<std::vector<FigureRun>>& runs) {
 
 }  // namespace
 
-std::string alpha_figure_name(const std::string& variant) {
-  std::string out = "alpha_";
+namespace {
+
+// prefix + the variant with each run of other characters than letters, digits, '.', '-' and '_'
+// as one '_', none at the end.
+std::string figure_name(const std::string& prefix, const std::string& variant) {
+  std::string out = prefix;
   for (char ch : variant) {
     if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '-') {
       out += ch;
@@ -95,9 +99,97 @@ std::string alpha_figure_name(const std::string& variant) {
       out += '_';
     }
   }
-  while (out.size() > 6 && out.back() == '_') out.pop_back();
+  while (out.size() > prefix.size() && out.back() == '_') out.pop_back();
   return out;
 }
+
+// The weight-sum histogram and its CSV (train/figures.hpp).
+void write_weight_sum_histogram(const fs::path& dir, const std::vector<std::vector<FigureRun>>& runs) {
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& seeds : runs)
+    for (const FigureRun& r : seeds)
+      for (double w : r.weight_sums)
+        if (std::isfinite(w)) lo = std::min(lo, w), hi = std::max(hi, w);
+  if (!(lo <= hi)) return;  // no weight sums
+  // A range of one value (softmax alone: every sum is 1) is widened so that it has bins.
+  if (hi - lo < 1e-6) lo -= 0.05, hi += 0.05;
+  const double width = (hi - lo) / kWeightSumBins;
+  auto bin_of = [&](double w) { return std::clamp(int((w - lo) / width), 0, kWeightSumBins - 1); };
+  auto edge = [&](int b) { return b == kWeightSumBins ? hi : lo + b * width; };
+
+  Table t({"variant", "seed", "bin", "bin_lo", "bin_hi", "count", "fraction"});
+  std::vector<Series> outlines;
+  for (const auto& seeds : runs) {
+    std::vector<int64_t> pooled(kWeightSumBins, 0);
+    int64_t pooled_n = 0;
+    for (const FigureRun& r : seeds) {
+      std::vector<int64_t> counts(kWeightSumBins, 0);
+      int64_t n = 0;
+      for (double w : r.weight_sums)
+        if (std::isfinite(w)) ++counts[size_t(bin_of(w))], ++n;
+      for (int b = 0; b < kWeightSumBins; ++b) {
+        t.add_row({r.variant, cat(r.seed), cat(b), exact(edge(b)), exact(edge(b + 1)), cat(counts[size_t(b)]),
+                   exact(n > 0 ? double(counts[size_t(b)]) / double(n) : NAN)});
+        pooled[size_t(b)] += counts[size_t(b)];
+      }
+      pooled_n += n;
+    }
+    // The outline of the bars: up and down at each edge, along the top of each bin.
+    Series s{seeds[0].variant, {edge(0)}, {0.0}};
+    for (int b = 0; b < kWeightSumBins; ++b) {
+      const double f = pooled_n > 0 ? double(pooled[size_t(b)]) / double(pooled_n) : 0.0;
+      s.x.insert(s.x.end(), {edge(b), edge(b + 1)});
+      s.y.insert(s.y.end(), {f, f});
+    }
+    s.x.push_back(hi);
+    s.y.push_back(0.0);
+    outlines.push_back(std::move(s));
+  }
+  const std::string base = (dir / "weight_sum_hist").string();
+  const size_t n_seeds = runs[0].size();
+  line_plot(base + ".png",
+            cat("Per-query weight sum", n_seeds > 1 ? cat(" (", n_seeds, " seeds pooled)") : std::string()),
+            "sum_j A_ij", "fraction of queries", outlines);
+  write_file_atomically(base + ".csv", {t.csv()}, "figures");
+}
+
+// The attention heatmaps and their CSVs (train/figures.hpp): seed 0 of each variant.
+void write_attention_heatmaps(const fs::path& dir, const std::vector<std::vector<FigureRun>>& runs) {
+  HeatmapScale scale;
+  scale.label = "A_ij, mean over heads";
+  double lo = INFINITY, hi = -INFINITY;
+  for (const auto& seeds : runs) {
+    const auto& a = seeds[0].attention;
+    for (size_t i = 0; i < a.size(); ++i)
+      for (size_t j = 0; j <= i && j < a[i].size(); ++j)
+        if (std::isfinite(a[i][j])) lo = std::min(lo, a[i][j]), hi = std::max(hi, a[i][j]);
+  }
+  if (lo <= hi) scale.lo = lo, scale.hi = hi;
+  for (const auto& seeds : runs) {
+    const FigureRun& r = seeds[0];
+    if (r.attention.empty()) continue;
+    std::vector<std::vector<double>> shown = r.attention;  // masked keys (j > i) grey
+    Table t({"variant", "seed", "layer", "query", "key", "weight"});
+    for (size_t i = 0; i < shown.size(); ++i)
+      for (size_t j = 0; j < shown[i].size(); ++j) {
+        if (j > i) {
+          shown[i][j] = NAN;
+          continue;
+        }
+        t.add_row({r.variant, cat(r.seed), cat(r.attention_layer), cat(i), cat(j), exact(r.attention[i][j])});
+      }
+    const std::string base = (dir / attention_figure_name(r.variant)).string();
+    const std::string of_seed = seeds.size() > 1 ? ", seed 0" : "";
+    heatmap(base + ".png", cat("A: ", r.variant, ", layer ", r.attention_layer, of_seed), shown, "query i", "key j",
+            scale);
+    write_file_atomically(base + ".csv", {t.csv()}, "figures");
+  }
+}
+
+}  // namespace
+
+std::string alpha_figure_name(const std::string& variant) { return figure_name("alpha_", variant); }
+std::string attention_figure_name(const std::string& variant) { return figure_name("attention_", variant); }
 
 void write_figures(const fs::path& dir, const std::vector<std::vector<FigureRun>>& runs) {
   for (const auto& seeds : runs)
@@ -167,6 +259,8 @@ void write_figures(const fs::path& dir, const std::vector<std::vector<FigureRun>
           t.add_row({r.variant, cat(r.seed), cat(l), cat(h), "alpha_mean", exact(r.alpha[l][h])});
     write_file_atomically(base + ".csv", {t.csv()}, "figures");
   }
+  write_weight_sum_histogram(dir, runs);
+  write_attention_heatmaps(dir, runs);
 }
 
 }  // namespace cotan::train

@@ -90,6 +90,8 @@ struct RunOutcome {
   TrainResult result;
   std::vector<nn::LayerAnalysis> layers;
   std::vector<double> weight_sums;  // per query, averaged over heads, over the analysis batches
+  std::vector<double> row_sums;     // sum_j A_ij per query, head and layer, over the analysis batches
+  std::vector<std::vector<double>> attention;  // [T][T]: the last layer's A, mean over heads, sequence 0
   EvalScores eval;                  // with StudyConfig::eval
 };
 
@@ -326,12 +328,20 @@ void analyze_attention(const nn::CausalLM& student, const std::vector<Batch>& an
   const nn::Params cpu_params = nn::to(out.result.params, Device::cpu());
   const nn::State cpu_state = nn::to(out.result.state, Device::cpu());
   for (const Batch& b : analysis) {
-    auto layers = student.analyze(b.inputs, cpu_params, cpu_state);
-    if (out.layers.empty()) out.layers = layers;
+    const bool first = out.layers.empty();
+    auto layers = student.analyze(b.inputs, cpu_params, cpu_state, first);
     for (const auto& l : layers) {
       auto w = l.attention.weight_sums.to_vector<double>();
       out.weight_sums.insert(out.weight_sums.end(), w.begin(), w.end());
+      auto r = l.attention.row_sums.to_vector<double>();
+      out.row_sums.insert(out.row_sums.end(), r.begin(), r.end());
     }
+    if (!first) continue;
+    const Tensor& a = layers.back().attention.weights;
+    const int64_t t = a.size(0);
+    const std::vector<double> values = a.to_vector<double>();
+    for (int64_t i = 0; i < t; ++i) out.attention.emplace_back(values.begin() + i * t, values.begin() + (i + 1) * t);
+    out.layers = std::move(layers);
   }
 }
 
@@ -677,6 +687,9 @@ std::vector<std::vector<FigureRun>> figure_runs(const Outcomes& outcomes) {
         f.entropy.push_back(l.attention.entropy);
         if (l.alpha_mean.defined()) f.alpha.push_back(l.alpha_mean.to_vector<double>());
       }
+      f.weight_sums = r.row_sums;
+      f.attention = r.attention;
+      f.attention_layer = int64_t(r.layers.size()) - 1;
       seeds.push_back(std::move(f));
     }
   }

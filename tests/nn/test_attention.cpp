@@ -234,6 +234,7 @@ AttentionStats reference_stats(const AttentionCore& in) {
   const double c = 1 / std::sqrt(double(d));
   AttentionStats out;
   std::vector<double> head_mass(size_t(heads), 0.0), weight_sums(size_t(batch * t), 0.0);
+  std::vector<double> row_sums(size_t(batch * heads * t), 0.0), weights(size_t(t * t), 0.0);
   double first = 0, share = 0, shared_rows = 0, entropy = 0, logits = 0, visible_pairs = 0;
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t h = 0; h < heads; ++h) {
@@ -278,6 +279,9 @@ AttentionStats reference_stats(const AttentionCore& in) {
         entropy += row_entropy;
         head_mass[size_t(h)] += mass / double(batch * t);
         weight_sums[size_t(b * t + i)] += mass / double(heads);
+        row_sums[size_t((b * heads + h) * t + i)] = mass;
+        if (b == 0)
+          for (int64_t j = 0; j < visible; ++j) weights[size_t(i * t + j)] += a[size_t(j)] / double(heads);
       }
     }
   out.first_token_weight = t > 1 ? first / double(batch * heads * (t - 1)) : 0.0;
@@ -286,6 +290,8 @@ AttentionStats reference_stats(const AttentionCore& in) {
   out.mean_logit = logits / visible_pairs;
   out.head_mass = from_vector(head_mass, {heads});
   out.weight_sums = from_vector(weight_sums, {batch, t});
+  out.row_sums = from_vector(row_sums, {batch, heads, t});
+  out.weights = from_vector(weights, {t, t});
   return out;
 }
 
@@ -314,6 +320,16 @@ TEST_CASE("attention_stats matches weights materialized in the test") {
         CHECK(got.weight_sums.dtype() == DType::f64);
         CHECK(max_abs_diff(got.head_mass, want.head_mass) <= 1e-12);
         CHECK(max_abs_diff(got.weight_sums, want.weight_sums) <= 1e-12);
+        CHECK(got.row_sums.shape() == want.row_sums.shape());
+        CHECK(max_abs_diff(got.row_sums, want.row_sums) <= 1e-12);
+        CHECK(!got.weights.defined());  // only on request
+        const AttentionStats with_weights = attention_stats(core, true);
+        REQUIRE(with_weights.weights.defined());
+        CHECK(with_weights.weights.dtype() == DType::f64);
+        CHECK(max_abs_diff(with_weights.weights, want.weights) <= 1e-12);
+        // The serial pass over batch row 0 changes none of the other numbers.
+        CHECK(with_weights.entropy == got.entropy);
+        CHECK(max_abs_diff(with_weights.row_sums, got.row_sums) == 0.0);
         // f32 inputs give the same statistics to f32 accuracy.
         const AttentionCore single = cast(core, DType::f32);
         const AttentionStats f32 = attention_stats(single);
@@ -340,6 +356,12 @@ TEST_CASE("attention_fused: the same bits with 1 and 2 threads") {
     for (size_t i = 0; i < g1.size(); ++i) CHECK(max_abs_diff(g1[i], g2[i]) == 0.0);
     CHECK(s1.entropy == s2.entropy);
     CHECK(max_abs_diff(s1.weight_sums, s2.weight_sums) == 0.0);
+    set_num_threads(1);
+    const AttentionStats w1 = attention_stats(core, true);
+    set_num_threads(2);
+    const AttentionStats w2 = attention_stats(core, true);
+    set_num_threads(before);
+    CHECK(max_abs_diff(w1.weights, w2.weights) == 0.0);
   }
 }
 

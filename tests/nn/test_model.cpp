@@ -321,6 +321,42 @@ TEST_CASE("the training update averages alpha over batch rows and positions") {
   }
 }
 
+TEST_CASE("analyze keeps the last layer's attention weights on request") {
+  for (AttentionKind kind : {AttentionKind::softmax, AttentionKind::sink, AttentionKind::affine}) {
+    INFO(attention_kind(kind).name);
+    CausalLM model(micro(kind));
+    Generator gen(12);
+    auto [ps, st] = model.init(gen, DType::f64);
+    const int64_t t = 6;
+    Tensor ids = random_ids({2, t}, 11, 7);
+    const auto plain = model.analyze(ids, ps, st), with = model.analyze(ids, ps, st, true);
+    REQUIRE(with.size() == plain.size());
+    for (size_t l = 0; l < with.size(); ++l) {
+      CHECK(with[l].attention.entropy == plain[l].attention.entropy);
+      CHECK(with[l].attention.row_sums.to_vector<double>() == plain[l].attention.row_sums.to_vector<double>());
+      CHECK(with[l].attention.weights.defined() == (l + 1 == with.size()));
+      CHECK(!plain[l].attention.weights.defined());
+    }
+    const AttentionStats& last = with.back().attention;
+    REQUIRE(last.weights.shape() == std::vector<int64_t>{t, t});
+    const std::vector<double> a = last.weights.to_vector<double>(), sums = last.row_sums.to_vector<double>();
+    const int64_t heads = last.row_sums.size(1);
+    for (int64_t i = 0; i < t; ++i) {
+      // Row i of the head average sums to the head average of batch row 0's weight sums; keys
+      // after the query carry nothing.
+      double row = 0, want = 0;
+      for (int64_t j = 0; j < t; ++j) {
+        if (j > i) CHECK(a[size_t(i * t + j)] == 0.0);
+        row += a[size_t(i * t + j)];
+      }
+      for (int64_t h = 0; h < heads; ++h) want += sums[size_t(h * t + i)] / double(heads);
+      CHECK(row == doctest::Approx(want).epsilon(1e-12));
+      if (kind == AttentionKind::softmax) CHECK(row == doctest::Approx(1.0).epsilon(1e-12));
+      if (kind == AttentionKind::sink) CHECK(row < 1.0);
+    }
+  }
+}
+
 TEST_CASE("checkpointed layers give the same loss, gradients and a single alpha_ma update") {
   ModelConfig c = micro(AttentionKind::affine_gated);
   CausalLM plain(c), ck(c, true);

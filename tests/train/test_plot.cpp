@@ -390,6 +390,63 @@ TEST_CASE("figures: every figure has a tidy CSV beside it, one row per value and
   CHECK(alpha_figure_name("affine_gated") == "alpha_affine_gated");
 }
 
+// The line of `csv` that starts with `prefix` ("" when none does).
+std::string line_starting(const std::string& csv, const std::string& prefix) {
+  const size_t at = csv.starts_with(prefix) ? 0 : csv.find("\n" + prefix);
+  if (at == std::string::npos) return "";
+  const size_t begin = at == 0 && csv.starts_with(prefix) ? 0 : at + 1;
+  return csv.substr(begin, csv.find('\n', begin) - begin);
+}
+
+TEST_CASE("figures: the weight-sum histogram and the attention heatmaps, with their CSVs") {
+  TempDir dir;
+  std::vector<std::vector<FigureRun>> runs(2);
+  for (int64_t seed = 0; seed < 2; ++seed) {
+    FigureRun softmax{"softmax", seed, {0}, {0.5}, {1}, {0.1}, {0.1}, {2.0}, {}};
+    softmax.weight_sums = {1, 1, 1, 1};
+    softmax.attention = {{1, 0}, {0.25 + 0.125 * double(seed), 0.75 - 0.125 * double(seed)}};
+    softmax.attention_layer = 1;
+    FigureRun affine{"affine(linear_clip)", seed, {0}, {0.5}, {1}, {0.1}, {0.1}, {2.0}, {{0.5}}};
+    affine.weight_sums = {0.5, 0.51, 0.705, seed == 0 ? 1.0 : 0.705};
+    affine.attention = {{0.5, 0}, {0.125, 0.375}};
+    affine.attention_layer = 1;
+    runs[0].push_back(softmax);
+    runs[1].push_back(affine);
+  }
+  write_figures(dir.path, runs);
+  for (const char* name : {"weight_sum_hist", "attention_softmax", "attention_affine_linear_clip"}) {
+    INFO(name);
+    CHECK(decode_png(read_file(dir.path / (std::string(name) + ".png"))).width > 0);
+    CHECK(fs::is_regular_file(dir.path / (std::string(name) + ".csv")));
+  }
+
+  // Bins shared by every variant, from the smallest sum (0.5) to the largest (1), every bin of
+  // every run, counts and fractions.
+  const std::string hist = read_file(dir.path / "weight_sum_hist.csv");
+  CHECK(hist.starts_with("variant,seed,bin,bin_lo,bin_hi,count,fraction\nsoftmax,0,0,0.5,"));
+  CHECK(std::count(hist.begin(), hist.end(), '\n') == 1 + 2 * 2 * kWeightSumBins);
+  auto row_end = [&](const std::string& prefix) {
+    const std::string line = line_starting(hist, prefix);
+    const size_t cut = line.rfind(',', line.rfind(',') - 1);
+    return cut == std::string::npos ? line : line.substr(cut + 1);
+  };
+  CHECK(row_end("softmax,0,39,") == "4,1");
+  CHECK(row_end("softmax,1,0,") == "0,0");
+  CHECK(row_end("affine(linear_clip),0,0,") == "2,0.5");    // 0.5 and 0.51
+  CHECK(row_end("affine(linear_clip),0,16,") == "1,0.25");  // 0.705
+  CHECK(row_end("affine(linear_clip),0,39,") == "1,0.25");  // 1: the last bin holds its upper edge
+  CHECK(row_end("affine(linear_clip),1,16,") == "2,0.5");
+  CHECK(line_starting(hist, "affine(linear_clip),1,39,").find(",1,0,0") != std::string::npos);  // bin_hi 1
+
+  // Seed 0's visible (query, key) pairs of the last layer.
+  CHECK(read_file(dir.path / "attention_softmax.csv") ==
+        "variant,seed,layer,query,key,weight\nsoftmax,0,1,0,0,1\nsoftmax,0,1,1,0,0.25\nsoftmax,0,1,1,1,0.75\n");
+  CHECK(read_file(dir.path / "attention_affine_linear_clip.csv") ==
+        "variant,seed,layer,query,key,weight\naffine(linear_clip),0,1,0,0,0.5\n"
+        "affine(linear_clip),0,1,1,0,0.125\naffine(linear_clip),0,1,1,1,0.375\n");
+  CHECK(attention_figure_name("affine(sigmoid, affine_n=full)") == "attention_affine_sigmoid_affine_n_full");
+}
+
 TEST_CASE("plot: example figures") {
   // Written to the temporary directory for a look: a loss curve per attention kind and alpha.
   std::vector<Series> runs;
