@@ -25,13 +25,6 @@ namespace {
 
 constexpr int64_t kDefaultPplWindow = 1024;
 
-DType eval_dtype(const std::string& value) {
-  if (value == "f32") return DType::f32;
-  if (value == "f64") return DType::f64;
-  if (value == "bf16") return DType::bf16;
-  fail("eval", "--dtype ", value, ": expected f32, bf16 or f64");
-}
-
 double metric_of(const train::TaskScore& s, const std::string& metric) {
   return metric == "acc_norm" ? s.acc_norm : metric == "acc_bytes" ? s.acc_bytes : s.acc;
 }
@@ -77,16 +70,12 @@ int cmd_eval(const Args& args) {
     fail("eval", "--metric ", metric, ": expected acc, acc_norm or acc_bytes");
   if (model_dir.empty()) fail("eval", "--model DIR is required (a model directory, such as pretrain --out writes)");
   if (ppl_data.empty() && tasks_spec.empty()) fail("eval", "nothing to evaluate: give --ppl-data FILE or --tasks NAME=FILE,...");
-  const DType dtype = eval_dtype(dtype_name);
+  const DType dtype = dtype_option(dtype_name, "eval");
   const Device device = device_option(device_name);
   const auto tasks = train::parse_task_list(tasks_spec, "eval", "--tasks");
   const bool json = vm.count("json") > 0;
 
-  if (!fs::is_directory(model_dir)) fail("eval", "--model ", model_dir, ": not a directory");
-  if (!fs::exists(fs::path(model_dir) / "model.safetensors") &&
-      !fs::exists(fs::path(model_dir) / "model.safetensors.index.json"))
-    fail("eval", "--model ", model_dir, ": no weights (model.safetensors or model.safetensors.index.json)");
-  nn::LoadedModel loaded = nn::load_model_dir(model_dir, dtype);
+  nn::LoadedModel loaded = load_inference_model(model_dir, dtype, "eval");
   const nn::CausalLM model(loaded.config);
   const nn::Params ps = nn::to(loaded.params, device);
   const nn::State st = nn::to(loaded.state, device);

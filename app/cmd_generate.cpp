@@ -7,7 +7,6 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -22,7 +21,6 @@
 #include "util/json.hpp"
 
 namespace po = boost::program_options;
-namespace fs = std::filesystem;
 
 namespace cotan::app {
 
@@ -92,13 +90,6 @@ struct Completion {
   }
 };
 
-DType generate_dtype(const std::string& value) {
-  if (value == "f32") return DType::f32;
-  if (value == "f64") return DType::f64;
-  if (value == "bf16") return DType::bf16;
-  fail("generate", "--dtype ", value, ": expected f32, bf16 or f64");
-}
-
 // A JSON string of text that may not be valid UTF-8 (byte-level models can produce any bytes).
 std::string json_line(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
@@ -141,16 +132,12 @@ int cmd_generate(const Args& args) {
   check_number("top-p", c.sampling.top_p, 0, 1, true, "1: off");
   const uint64_t seed = parse_u64_option("seed", seed_text);
   if (model_dir.empty()) fail("generate", "--model DIR is required (a model directory, such as pretrain --out writes)");
-  const DType dtype = generate_dtype(dtype_name);
+  const DType dtype = dtype_option(dtype_name, "generate");
   const Device device = device_option(device_name);
   c.use_cache = vm.count("no-cache") == 0;
   const bool json = vm.count("json") > 0;
 
-  if (!fs::is_directory(model_dir)) fail("generate", "--model ", model_dir, ": not a directory");
-  if (!fs::exists(fs::path(model_dir) / "model.safetensors") &&
-      !fs::exists(fs::path(model_dir) / "model.safetensors.index.json"))
-    fail("generate", "--model ", model_dir, ": no weights (model.safetensors or model.safetensors.index.json)");
-  nn::LoadedModel loaded = nn::load_model_dir(model_dir, dtype);
+  nn::LoadedModel loaded = load_inference_model(model_dir, dtype, "generate");
   const nn::CausalLM model(loaded.config);
   const nn::Params ps = nn::to(loaded.params, device);
   const nn::State st = nn::to(loaded.state, device);

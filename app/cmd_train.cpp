@@ -166,18 +166,6 @@ void set_kd_loss(train::LossConfig& loss, const std::string& spec) {
 }
 
 // --dtype: the compute dtype.
-DType dtype_option(const std::string& value) {
-  DType dtype{};
-  try {
-    dtype = parse_dtype(value);
-  } catch (const Error& e) {
-    fail_for_option("--dtype", value, e);
-  }
-  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f64)
-    fail("train", "--dtype ", value, ": expected f32, bf16 or f64");
-  return dtype;
-}
-
 // --resume DIR names the run directory; a different --run-dir beside it is a mistake.
 void resume_into(const po::variables_map& vm, const std::string& resume_dir, std::string& run_dir) {
   if (vm.count("run-dir") && !vm["run-dir"].defaulted() && run_dir != resume_dir)
@@ -186,6 +174,18 @@ void resume_into(const po::variables_map& vm, const std::string& resume_dir, std
 }
 
 }  // namespace
+
+DType dtype_option(const std::string& value, const std::string& command) {
+  DType dtype{};
+  try {
+    dtype = parse_dtype(value);
+  } catch (const Error& e) {
+    fail_for_option("--dtype", value, e);
+  }
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f64)
+    fail(command, "--dtype ", value, ": expected f32, bf16 or f64");
+  return dtype;
+}
 
 Device device_option(const std::string& value) {
   Device device;

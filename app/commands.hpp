@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tensor/device.hpp"
+#include "tensor/dtype.hpp"
 
 namespace cotan::app {
 
@@ -32,6 +33,8 @@ std::string bench_names();              // "matmul, ops, attention, kd-loss, tra
 // The value of a --device option, parsed and checked to be usable, so that a bad name or a
 // missing GPU is one line naming it before anything is written (cmd_train.cpp).
 Device device_option(const std::string& value);
+// The value of a --dtype option: f32, bf16 or f64, else "[COMMAND] --dtype x: ..." (cmd_train.cpp).
+DType dtype_option(const std::string& value, const std::string& command = "train");
 // --tf32 of the benches: TF32 for f32 matmuls from now on (cuBLAS), only on a CUDA device.
 void tf32_option(bool enabled, Device device);
 

@@ -48,4 +48,12 @@ std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_s
   return std::make_unique<ByteCodec>();
 }
 
+nn::LoadedModel load_inference_model(const std::string& dir, DType dtype, const std::string& command) {
+  namespace fs = std::filesystem;
+  if (!fs::is_directory(dir)) fail(command, "--model ", dir, ": not a directory");
+  if (!fs::exists(fs::path(dir) / "model.safetensors") && !fs::exists(fs::path(dir) / "model.safetensors.index.json"))
+    fail(command, "--model ", dir, ": no weights (model.safetensors or model.safetensors.index.json)");
+  return nn::load_model_dir(dir, dtype);
+}
+
 }  // namespace cotan::app

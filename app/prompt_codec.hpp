@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/model_dir.hpp"
+
 namespace cotan::app {
 
 class PromptCodec {
@@ -35,5 +37,10 @@ class PromptCodec {
 // model's vocab_size; `command` names the errors' op.
 std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size,
                                          const std::string& command = "generate");
+
+// The model directory of `cotan generate` and `cotan eval`, loaded in `dtype`. Throws "[COMMAND]
+// --model DIR: not a directory" or "...: no weights (model.safetensors or
+// model.safetensors.index.json)" before load_model_dir's own errors.
+nn::LoadedModel load_inference_model(const std::string& dir, DType dtype, const std::string& command);
 
 }  // namespace cotan::app
