@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/fused_ops.hpp"
 #include "tensor/tensor.hpp"
 
 namespace cotan::nn {
@@ -38,22 +39,43 @@ struct KVCache {
   // The most tokens a row may hold; 0: the model's max_position_embeddings. RoPE positions past
   // the trained context are refused unless this is raised on purpose.
   int64_t max_length = 0;
+  // Prompt tokens per prefill chunk: the first chunk runs the fused attention of the forward
+  // pass, each later one the cached attention against the chunks before it, so a long prompt
+  // never needs more than chunk x length scores. 0: kDefaultPrefillChunk.
+  int64_t prefill_chunk = 0;
+  static constexpr int64_t kDefaultPrefillChunk = 512;
 
   int64_t batch() const { return int64_t(prompt_lengths.size()); }
   int64_t slots() const { return prompt_slots + steps; }            // S
   int64_t length(int64_t row) const { return prompt_lengths[size_t(row)] + steps; }
   bool empty() const { return layers.empty(); }
+  // This cache's single row repeated `rows` times (the slots are shared, not copied, until each
+  // row grows): a context prefilled once, then continued in several ways.
+  KVCache repeat(int64_t rows) const;
   // Which slots hold a token, as a bool mask [B, slots() + new_slots] on `device` (see Layout
   // above; the new slots, appended by the next steps, hold tokens in every row).
   Tensor visible(Device device, int64_t new_slots = 0) const;
 };
 
-// What one decode step passes to every layer: the new token's RoPE tables and the visibility of
-// the slots, the new one included (built once per step from the cache, before it grows).
-struct DecodeStep {
-  Tensor cos, sin;  // [B, 1, 1, d]: position length(b) of each row
-  Tensor visible;   // [B, 1, 1, S + 1] bool
-  Tensor count;     // [B, 1, 1, 1] in the model's dtype: length(b) + 1, the affine kinds' N
+// What one step of the cache passes to every layer, built once per step before the cache grows:
+// Tq new tokens per row (a decode step: 1; a prefill chunk or an evaluation's continuations: more).
+struct CacheStep {
+  Tensor cos, sin;  // [B, 1, Tq, d]: the RoPE tables at each new token's position
+  Tensor visible;   // [B, S + Tq] bool: which slots, the new ones included, hold a token
+  Tensor count;     // [B, Tq] i64: N_i, the slots new token i sees (the affine kinds' count)
+  // [B, 1, Tq, 1] in the model's dtype: 1 where the new token is real, 0 where it pads a ragged
+  // prefill chunk (its k and v are stored as zeros); undefined: every new token is real.
+  Tensor real;
 };
+
+// The attention of Tq new queries against the cache (tensor/fused_ops.hpp, CachedAttentionSpec):
+// the backend's kernel (tensor/cpu/cached_attention.cpp, cuda/kernels/cached_attention.cuh) for
+// the dtypes it takes, else cached_attention_composed. Checks the spec and throws
+// "[cached_attention] ..." naming the tensor. Inference only: refused on inputs that require grad.
+Tensor cached_attention(const CachedAttentionSpec& spec);
+// The same function from primitive ops (it materialises the [B, H, Tq, S] scores): the kernels'
+// oracle and the fallback.
+Tensor cached_attention_composed(const CachedAttentionSpec& spec);
+void check_cached_attention(const CachedAttentionSpec& spec);
 
 }  // namespace cotan::nn

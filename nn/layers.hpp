@@ -121,14 +121,14 @@ struct Attention {
   // RoPE) and v go into it, and U = sum_t v_t for affine cores (CausalLM::prefill).
   std::pair<Tensor, State> apply(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                                  LayerAnalysis* analysis = nullptr, LayerCache* cache = nullptr) const;
-  // One new token per row (nn/kv_cache.cpp): x [B, 1, D], the normed block input at the rows'
-  // positions. Appends the token's k and v to `cache` (and v to U), attends over the visible
-  // slots with the attention composed from primitive ops, and returns [B, 1, D]. Evaluation
-  // mode: alpha_ma is read from st, never updated. Equals the last row of apply() on the whole
-  // sequence, for every kind (affine_n visible only: with `full`, N_i = T changes every earlier
-  // row as the sequence grows).
-  Tensor decode(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
-                const DecodeStep& step, LayerCache& cache) const;
+  // Tq new tokens per row (nn/kv_cache.cpp): x [B, Tq, D], the normed block input at the rows'
+  // next positions. Appends the tokens' k and v to `cache` (and their running sum to U),
+  // attends over the slots each one sees with nn::cached_attention, and returns [B, Tq, D].
+  // Evaluation mode: alpha_ma is read from st, never updated. Equals the matching rows of
+  // apply() on the whole sequence, for every kind (affine_n visible only: with `full`,
+  // N_i = T changes every earlier row as the sequence grows).
+  Tensor extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
+                const CacheStep& step, LayerCache& cache) const;
 };
 
 struct DecoderBlock {
@@ -138,9 +138,9 @@ struct DecoderBlock {
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
   std::pair<Tensor, State> apply(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                                  LayerAnalysis* analysis = nullptr, LayerCache* cache = nullptr) const;
-  // The block on one new token per row, x [B, 1, D] (Attention::decode).
-  Tensor decode(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
-                const DecodeStep& step, LayerCache& cache) const;
+  // The block on Tq new tokens per row, x [B, Tq, D] (Attention::extend).
+  Tensor extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
+                const CacheStep& step, LayerCache& cache) const;
 };
 
 }  // namespace cotan::nn

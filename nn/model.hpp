@@ -11,8 +11,9 @@
 // recomputation is dropped, so alpha_ma is updated once per training pass).
 //
 // Incremental decoding (nn/kv_cache.hpp, docs/generation.md): prefill runs the prompts and fills a
-// KVCache, each decode_step feeds one token per row and returns the next logits. Both run without
-// gradients in evaluation mode (alpha_ma frozen, whatever st.training says).
+// KVCache, each decode_step (or extend) feeds one token (or several) per row and returns the next
+// logits. They run without gradients in evaluation mode (alpha_ma frozen, whatever st.training
+// says).
 #pragma once
 
 #include <utility>
@@ -48,26 +49,35 @@ class CausalLM {
   std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st,
                                      bool weights_of_last_layer = false) const;
 
-  // Runs the prompts ids [B, T] (every row T >= 1 tokens) through the forward pass (the fused
-  // attention, as apply runs it) and replaces `cache` with their keys and values; its max_length
-  // is kept. Returns the logits of each row's last token, [B, V]. Throws "[prefill] ..." for
-  // ids that are not [B, T] integers, T past the cache's max_length, or affine_n 'full'.
+  // Runs the prompts ids [B, T] (every row T >= 1 tokens) and replaces `cache` with their keys
+  // and values; its max_length and prefill_chunk are kept. The first cache.prefill_chunk tokens
+  // go through the forward pass's fused attention, each later chunk through the cached attention
+  // against the slots before it. Returns the logits of each row's last token, [B, V]. Throws
+  // "[prefill] ..." for ids that are not [B, T] integers, T past the cache's max_length, or
+  // affine_n 'full'.
   Tensor prefill(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const;
-  // Prompts of different lengths (each at least one token): rows of equal length run as one
-  // batch, others one by one; each row's slots are padded to the longest (nn/kv_cache.hpp).
+  // Prompts of different lengths (each at least one token), as one batch: the rows are padded to
+  // the longest, and the padded slots are masked out and hold zeros (nn/kv_cache.hpp).
   Tensor prefill(const std::vector<std::vector<int32_t>>& prompts, const Params& ps, const State& st,
                  KVCache& cache) const;
-  // Feeds ids [B, 1], one token per row of a prefilled cache, at RoPE position cache.length(b),
-  // and returns the logits [B, V] of the token that follows. The cache grows by one slot.
-  // Throws "[decode] ..." when the cache is empty or has another batch size, when a row would
-  // hold more than max_length tokens (the model's max_position_embeddings by default), or for
-  // affine_n 'full'. Equals the last position of apply() on each row's whole sequence.
+  // Feeds ids [B, Tq], Tq >= 1 tokens per row of a prefilled cache, at RoPE positions
+  // cache.length(b), ..., and returns the logits [B, Tq, V] at every new position; the cache
+  // grows by Tq slots. Throws "[decode] ..." when the cache is empty or has another batch size,
+  // when a row would hold more than max_length tokens (the model's max_position_embeddings by
+  // default), or for affine_n 'full'. Equals those positions of apply() on each row's whole
+  // sequence.
+  Tensor extend(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const;
+  // extend with one token per row, ids [B, 1]: the logits [B, V] of the token that follows.
   Tensor decode_step(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const;
 
  private:
   std::pair<Tensor, State> run(const Tensor& ids, const Params& ps, State st, std::vector<LayerAnalysis>* analysis,
                                std::vector<LayerCache>* cache = nullptr) const;
   int64_t cache_limit(const KVCache& cache) const;
+  // The blocks on Tq new tokens per row, against `layers` (replaced only when every layer
+  // succeeds): the final hidden states [B, Tq, D], after the last norm.
+  Tensor advance(const Tensor& ids, const Params& ps, const State& st, const CacheStep& step,
+                 std::vector<LayerCache>& layers) const;
 
   ModelConfig config_;
   bool checkpoint_layers_;

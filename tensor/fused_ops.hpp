@@ -2,6 +2,7 @@
 // no autograd. Each family has one differentiable op above the backend that checks its
 // arguments, records the node and calls backend(device).<op>(...):
 //   attention   nn::attention_fused (nn/attention.hpp)
+//   cached attention  nn::cached_attention (nn/kv_cache.hpp), inference only
 //   rows        nn::rms_norm, nn::swiglu, nn::rope (nn/fused.hpp)
 //   KD loss     train::distill_loss, train::cross_entropy (train/losses.hpp)
 //   AdamW       train::adamw_update, train::global_norm (train/optim.hpp)
@@ -50,6 +51,32 @@ struct AttentionForward {
 // (affine) and dsigma (sink) are undefined for the other kinds. alpha_ma gets none.
 struct AttentionGrads {
   Tensor dq, dk, dv, dalpha, dsigma;
+};
+
+// ---- cached attention (incremental decoding, nn/kv_cache.hpp) ----
+
+// Tq new queries of each row against a cache of S slots whose last Tq slots hold the new keys
+// (decode: Tq = 1; a prefill chunk or an evaluation's continuations: Tq > 1):
+//   q        [B, H, Tq, d]     after RoPE
+//   k, v     [B, Hkv, S, d]    S >= Tq; H % Hkv == 0, query head h reads kv head h / (H / Hkv)
+//   visible  [B, S] bool       whether slot j of row b holds a token (padded slots do not)
+//   sigma    [H]               sink: the sink logit per head; undefined otherwise
+//   alpha    [B, H, Tq]        affine: phi(z) of each new token; undefined otherwise
+//   alpha_ma [H]               affine: the frozen running average
+//   u        [B, Hkv, Tq, d]   affine: U_i, the sum of the v that query i sees (the cache's
+//                              running prefix sum: no pass over the slots for it)
+//   count    [B, Tq] i64       affine: N_i, the number of slots query i sees
+// Query i sees slot j when visible[b, j] and j <= S - Tq + i: the new tokens are causal among
+// themselves and see every cached token. Every query must see at least one slot. Returns
+// O [B, H, Tq, d] in q's dtype: S_i = sum_j P_ij v_j with P the softmax of c q_i . k_j over the
+// slots it sees (the sink's exp(sigma_h) in the normaliser), and for affine
+// O_i = alpha_i S_i + (alpha_ma - alpha_i) / N_i U_i. One floating dtype for the floating
+// operands, one device, any strides; inference only (no gradient).
+struct CachedAttentionSpec {
+  CoreKind kind = CoreKind::softmax;
+  Tensor q, k, v, visible;
+  Tensor sigma;
+  Tensor alpha, alpha_ma, u, count;
 };
 
 // ---- rows: rms_norm, swiglu, rope ----

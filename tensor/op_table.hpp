@@ -219,6 +219,11 @@ class Backend {
     no_kernel("attention");
   }
 
+  // Cached attention (incremental decoding): O [B, H, Tq, d]. has_cached_attention_kernel says
+  // which dtypes and head dims the kernel takes: nn::cached_attention composes the others.
+  virtual bool has_cached_attention_kernel(DType, int64_t /*head_dim*/) const { return true; }
+  virtual Tensor cached_attention(const CachedAttentionSpec&) { no_kernel("cached_attention"); }
+
   // Rows: x [R, D] for rms_norm, one shape for swiglu and rope.
   virtual RmsNormForward rms_norm_forward(const Tensor& /*x*/, const Tensor& /*weight*/, double /*eps*/) {
     no_kernel("rms_norm");

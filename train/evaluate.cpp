@@ -1,5 +1,6 @@
 #include "train/evaluate.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <numbers>
@@ -12,28 +13,46 @@ namespace cotan::train {
 
 namespace {
 
+// log p(targets[b][t]) under logits [B, T, V], [B][T]; the log-softmax is taken in f64 on the
+// logits' device.
+std::vector<std::vector<double>> picked_logprobs(const Tensor& logits, const std::vector<std::vector<int32_t>>& targets) {
+  const int64_t rows = logits.size(0), t = logits.size(1);
+  std::vector<int64_t> flat_target;
+  for (const auto& row : targets) flat_target.insert(flat_target.end(), row.begin(), row.end());
+  const Tensor lp = log_softmax(cast(logits, DType::f64), -1);
+  const std::vector<double> picked =
+      gather(lp, -1, from_vector(flat_target, {rows, t, 1}, logits.device())).to_vector<double>();  // [B, T, 1]
+  std::vector<std::vector<double>> out(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) out[size_t(r)].assign(picked.begin() + r * t, picked.begin() + (r + 1) * t);
+  return out;
+}
+
+std::vector<int32_t> flatten(const std::vector<std::vector<int32_t>>& rows) {
+  std::vector<int32_t> flat;
+  for (const auto& row : rows) flat.insert(flat.end(), row.begin(), row.end());
+  return flat;
+}
+
 // log p(targets[b][t] | inputs[b][:t+1]) for every position of the rows of one forward pass,
-// [B][T] (rows of equal length T). The log-softmax is taken in f64 on the model's device.
+// [B][T] (rows of equal length T).
 std::vector<std::vector<double>> target_logprobs(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
                                                  const std::vector<std::vector<int32_t>>& inputs,
                                                  const std::vector<std::vector<int32_t>>& targets) {
   const Device device = lm.head_weight(ps).device();
-  const int64_t rows = int64_t(inputs.size()), t = int64_t(inputs[0].size());
-  std::vector<int32_t> flat_in;
-  std::vector<int64_t> flat_target;
-  for (size_t r = 0; r < inputs.size(); ++r) {
-    flat_in.insert(flat_in.end(), inputs[r].begin(), inputs[r].end());
-    flat_target.insert(flat_target.end(), targets[r].begin(), targets[r].end());
-  }
   nn::State eval = st;
   eval.training = false;
-  const Tensor logits = lm.apply(from_vector(flat_in, {rows, t}, device), ps, eval).first;  // [B, T, V]
-  const Tensor lp = log_softmax(cast(logits, DType::f64), -1);
-  const std::vector<double> picked =
-      gather(lp, -1, from_vector(flat_target, {rows, t, 1}, device)).to_vector<double>();  // [B, T, 1]
-  std::vector<std::vector<double>> out(static_cast<size_t>(rows));
-  for (int64_t r = 0; r < rows; ++r) out[size_t(r)].assign(picked.begin() + r * t, picked.begin() + (r + 1) * t);
-  return out;
+  const Tensor ids = from_vector(flatten(inputs), {int64_t(inputs.size()), int64_t(inputs[0].size())}, device);
+  return picked_logprobs(lm.apply(ids, ps, eval).first, targets);  // logits [B, T, V]
+}
+
+// The same for inputs that continue the rows of `cache` (rows of equal length T; the cache grows).
+std::vector<std::vector<double>> target_logprobs_cached(const nn::CausalLM& lm, const nn::Params& ps,
+                                                        const nn::State& st, nn::KVCache& cache,
+                                                        const std::vector<std::vector<int32_t>>& inputs,
+                                                        const std::vector<std::vector<int32_t>>& targets) {
+  const Device device = lm.head_weight(ps).device();
+  const Tensor ids = from_vector(flatten(inputs), {int64_t(inputs.size()), int64_t(inputs[0].size())}, device);
+  return picked_logprobs(lm.extend(ids, ps, st, cache), targets);
 }
 
 // Python's str.rstrip() boundary for the harness's trailing-space move (ASCII whitespace).
@@ -119,9 +138,34 @@ std::vector<double> choice_logliks(const nn::CausalLM& lm, const nn::Params& ps,
   }
   NoGrad no_grad;
   std::vector<std::vector<double>> lp;
+  // The tokens every request's input starts with, up to the first scored position: the shared
+  // context (PIQA's goal, HellaSwag's ctx, ARC's question, BoolQ's passage).
+  size_t shared = inputs[0].size();
+  for (size_t r = 0; r < requests.size(); ++r) {
+    size_t n = 0;
+    while (n < shared && n < inputs[r].size() && inputs[r][n] == inputs[0][n]) ++n;
+    shared = std::min({shared, n, first[r]});
+  }
   if (lm.config().attention.affine_n == nn::AffineN::full) {
-    // The affine term's N counts every position, padding included: no padded batch.
+    // The affine term's N counts every position, padding included: no padded batch, no cache.
     for (size_t r = 0; r < requests.size(); ++r) lp.push_back(target_logprobs(lm, ps, st, {inputs[r]}, {targets[r]})[0]);
+  } else if (shared > 0 && requests.size() > 1) {
+    // The context is prefilled once; each request continues it from position `shared`.
+    nn::KVCache context;
+    lm.prefill({std::vector<int32_t>(inputs[0].begin(), inputs[0].begin() + ptrdiff_t(shared))}, ps, st, context);
+    std::vector<std::vector<int32_t>> rest_in, rest_target;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      rest_in.emplace_back(inputs[r].begin() + ptrdiff_t(shared), inputs[r].end());
+      rest_target.emplace_back(targets[r].begin() + ptrdiff_t(shared), targets[r].end());
+      rest_in.back().resize(longest - shared, c.prefix_id);
+      rest_target.back().resize(longest - shared, 0);
+    }
+    nn::KVCache rows = context.repeat(int64_t(requests.size()));
+    const std::vector<std::vector<double>> rest = target_logprobs_cached(lm, ps, st, rows, rest_in, rest_target);
+    for (const std::vector<double>& row : rest) {
+      lp.emplace_back(shared, 0.0);  // positions before `shared` are never scored
+      lp.back().insert(lp.back().end(), row.begin(), row.end());
+    }
   } else {
     std::vector<std::vector<int32_t>> padded_in = inputs, padded_target = targets;
     for (size_t r = 0; r < requests.size(); ++r) {

@@ -65,8 +65,10 @@ struct ChoiceConfig {
 
 // The log-likelihood of each request's continuation given its context, summed over its tokens.
 // The input is (context + continuation)[-(window + 1):][:-1], truncated from the left as the
-// harness does; an example's choices run as one batch, padded on the right (padding never reaches
-// an earlier position of a causal model), or one at a time for affine_n 'full'.
+// harness does. The tokens every input shares before its first scored position (the example's
+// context) are prefilled once into a KV cache, and the choices continue it as one batch, padded
+// on the right (padding never reaches an earlier position of a causal model); without a shared
+// prefix the choices run as one padded batch, and one at a time for affine_n 'full'.
 std::vector<double> choice_logliks(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
                                    const std::vector<McRequest>& requests, const Encode& encode,
                                    const ChoiceConfig& c);

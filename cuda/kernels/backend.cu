@@ -84,6 +84,12 @@ class KernelBackend final : public Backend {
     return launch::attention_backward(core, saved, d_out);
   }
 
+  // f64 and head dims past the kernel's take the composed cached attention.
+  bool has_cached_attention_kernel(DType dtype, int64_t head_dim) const override {
+    return (dtype == DType::f32 || dtype == DType::bf16) && head_dim <= launch::kCachedAttentionMaxHeadDim;
+  }
+  Tensor cached_attention(const CachedAttentionSpec& spec) override { return launch::cached_attention(spec); }
+
   RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) override {
     return launch::rms_norm_forward(x, weight, eps);
   }

@@ -60,6 +60,12 @@ AttentionGrads attention_backward(const AttentionSpec& core, const AttentionForw
 // and newer); on by default, off runs the SIMT kernels for every core (tests compare the two).
 void set_attention_tensor_cores(bool enabled);
 
+// cached_attention.cu: f32 or bf16, head dim d <= kCachedAttentionMaxHeadDim (what
+// has_cached_attention_kernel accepts), any strides (non-contiguous inputs, such as a cache repeated across rows, are copied
+// first).
+inline constexpr int64_t kCachedAttentionMaxHeadDim = 128;
+Tensor cached_attention(const CachedAttentionSpec& spec);
+
 // rows.cu: rms_norm and swiglu copy non-contiguous inputs first; rope reads rows with any
 // strides but a unit last stride.
 RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps);

@@ -3,6 +3,7 @@
 //   reduce.cpp (reduce, softmax, log_softmax, logsumexp, cumsum), matmul.cpp (Eigen GEMM),
 //   index.cpp (gather, scatter_add, index_select, index_add), and the fused ops
 //   (tensor/fused_ops.hpp): attention.cpp (tiled attention, tiles in attention_tiles.hpp),
+//   cached_attention.cpp (the decode step's attention against the KV cache),
 //   rows.cpp (rms_norm, swiglu, rope), kd_loss.cpp (the KD loss), optim.cpp (AdamW, squared norm).
 #pragma once
 
@@ -40,6 +41,7 @@ class CpuBackend final : public Backend {
   AttentionForward attention_forward(const AttentionSpec& core) override;
   AttentionGrads attention_backward(const AttentionSpec& core, const AttentionForward& saved,
                                     const Tensor& d_out) override;
+  Tensor cached_attention(const CachedAttentionSpec& spec) override;
 
   RmsNormForward rms_norm_forward(const Tensor& x, const Tensor& weight, double eps) override;
   RmsNormGrads rms_norm_backward(const Tensor& dy, const Tensor& x, const Tensor& weight,

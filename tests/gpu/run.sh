@@ -70,6 +70,19 @@ step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log bash -c '
     awk "{ d = \$1 - \$2; if (d < 0) d = -d; print; if (d > 1e-3 * \$1) bad++ } END { exit bad > 0 }"' \
   "$cotan" "$OUT"
 
+# ---- decoding on the GPU: the cached attention kernel, greedy text equal to the CPU's ----
+step "generate greedy, cuda vs cpu" generate_compare.log bash -c '
+  set -e
+  n=0
+  for m in $(find "$1/distill-cuda" -type d -name model | sort); do
+    "$0" generate --model "$m" --prompt "The " --greedy --max-new-tokens 32 > "$1/gen-cpu.txt"
+    "$0" generate --model "$m" --prompt "The " --greedy --max-new-tokens 32 --device cuda > "$1/gen-cuda.txt"
+    echo "$m"; cat "$1/gen-cuda.txt"
+    cmp "$1/gen-cpu.txt" "$1/gen-cuda.txt"
+    n=$((n + 1))
+  done
+  [ "$n" -gt 0 ]' "$cotan" "$OUT"
+
 # ---- benchmarks ----
 for b in matmul attention kd-loss train; do
   step "bench $b --device cuda" "bench_$b.json" "$cotan" bench "$b" --device cuda --json

@@ -74,9 +74,10 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
 // Prefills `prompts`, then feeds `steps` more tokens per row one at a time, comparing the logits
 // of every row at every step with the full forward pass on the row's sequence so far.
 void check_decoding(const Model& m, std::vector<std::vector<int32_t>> rows, int64_t steps, double tolerance,
-                    Device device, uint64_t seed) {
+                    Device device, uint64_t seed, int64_t prefill_chunk = 0) {
   Generator gen(seed);
   KVCache cache;
+  cache.prefill_chunk = prefill_chunk;
   Tensor logits = m.lm.prefill(rows, m.ps, m.st, cache);
   CHECK(cache.batch() == int64_t(rows.size()));
   for (int64_t step = 0; step <= steps; ++step) {
@@ -115,6 +116,9 @@ TEST_CASE("cached decoding equals full recomputation for every kind: f64 within 
       check_decoding(m, prompts({4}, 13, 1), 6, tolerance, Device::cpu(), 2);                // one row
       check_decoding(m, prompts({3, 3, 3}, 13, 3), 5, tolerance, Device::cpu(), 4);          // equal prompts
       check_decoding(m, prompts({2, 6, 1, 4}, 13, 5), 5, tolerance, Device::cpu(), 6);       // ragged: padded slots
+      // Prefill in chunks of 2 and 3 tokens: the later chunks run the cached attention.
+      check_decoding(m, prompts({7}, 13, 7), 2, tolerance, Device::cpu(), 8, 2);
+      check_decoding(m, prompts({2, 8, 1, 5}, 13, 9), 3, tolerance, Device::cpu(), 10, 3);
     }
   }
 }
@@ -128,6 +132,43 @@ TEST_CASE("cached decoding on cuda:0 through the emulator equals full recomputat
     Model m = random_model(kind, DType::f32, 11, device);
     REQUIRE(m.ps.begin()->second.device() == device);
     check_decoding(m, prompts({3, 5}, 13, 12), 3, 1e-5, device, 13);
+    check_decoding(m, prompts({2, 7}, 13, 14), 2, 1e-5, device, 15, 3);  // chunked prefill
+  }
+}
+
+TEST_CASE("extend feeds several tokens per row, and a repeated cache continues one context several ways") {
+  for (AttentionKind kind : {AttentionKind::softmax, AttentionKind::sink, AttentionKind::affine_gated}) {
+    CAPTURE(name_of(kind));
+    for (DType dtype : {DType::f64, DType::f32}) {
+      CAPTURE(dtype);
+      const double tolerance = dtype == DType::f64 ? 1e-12 : 1e-5;
+      Model m = random_model(kind, dtype, 41);
+      const auto context = prompts({5}, 13, 42)[0];
+      const auto more = prompts({4, 4, 4}, 13, 43);  // three continuations of 4 tokens
+      KVCache one;
+      m.lm.prefill({context}, m.ps, m.st, one);
+      KVCache rows = one.repeat(3);
+      CHECK(rows.batch() == 3);
+      std::vector<int32_t> flat;
+      for (const auto& r : more) flat.insert(flat.end(), r.begin(), r.end());
+      const Tensor logits = m.lm.extend(from_vector(flat, {3, 4}), m.ps, m.st, rows);  // [3, 4, V]
+      REQUIRE(logits.shape() == Shape{3, 4, 13});
+      CHECK(rows.length(2) == 9);
+      CHECK(one.length(0) == 5);  // the repeated cache is left as it was
+      for (size_t r = 0; r < more.size(); ++r) {
+        std::vector<int32_t> whole = context;
+        whole.insert(whole.end(), more[r].begin(), more[r].end());
+        NoGrad no_grad;
+        const Tensor full_logits = m.lm.apply(from_vector(whole, {1, 9}), m.ps, m.st).first;  // [1, 9, V]
+        CHECK(max_abs_diff(slice(logits, 0, int64_t(r), int64_t(r) + 1), slice(full_logits, 1, 5, 9)) <= tolerance);
+      }
+      // The grown rows keep decoding.
+      const Tensor next = m.lm.decode_step(from_vector(std::vector<int32_t>{1, 2, 3}, {3, 1}), m.ps, m.st, rows);
+      std::vector<int32_t> whole = context;
+      whole.insert(whole.end(), more[1].begin(), more[1].end());
+      whole.push_back(2);
+      CHECK(max_abs_diff(slice(next, 0, 1, 2), full_last_logits(m, whole, Device::cpu())) <= tolerance);
+    }
   }
 }
 
