@@ -180,6 +180,7 @@ template <> struct Simd<double> {
 // 14 rows of two registers: 28 accumulators, 2 loads of B and 14 broadcasts of A per 28 FMAs,
 // in the 32 zmm registers.
 constexpr int64_t kMR = 14;
+constexpr bool kReadBInPlace = true;
 #else
 template <> struct Simd<float> {
   using V = __m256;
@@ -211,6 +212,7 @@ template <> struct Simd<double> {
 };
 // 6 rows of two registers: 12 accumulators in the 16 ymm registers.
 constexpr int64_t kMR = 6;
+constexpr bool kReadBInPlace = false;
 #endif
 
 // A micro-tile is MR rows of NR = 2 registers of columns.
@@ -462,11 +464,12 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
     whole_a.emplace(row_panels * MR * k);
     for (int64_t p = 0; p < k_blocks; ++p) pack_a(whole_a->get() + p * KC * row_panels * MR, 0, m, p);
   }
-  // B row-major in the compute type: the micro-kernel reads B where it lies, kc rows of NR, which
-  // measured as fast as packed panels even with many row panels (its rows come from L2 or L3
-  // at 2 loads per 2 * MR FMAs), and saves the copy: several % of the time of a step's
-  // products, all of it when M is small and each element of B is used by one or two panels.
-  const bool direct_b = std::is_same_v<S, T> && b.col_stride == 1;
+  // B row-major in the compute type, with AVX-512: the micro-kernel reads B where it lies, kc
+  // rows of NR, which measured as fast as packed panels even with many row panels (its rows come
+  // from L2 or L3 at 2 loads per 28 FMAs), and saves the copy: several % of the time of a step's
+  // products, all of it when M is small and each element of B is used by one or two panels. The
+  // AVX2 kernel wants a row every 6 cycles and slows to a third unpacked at 4096 squares.
+  const bool direct_b = kReadBInPlace && std::is_same_v<S, T> && b.col_stride == 1;
   const T* b_direct = nullptr;
   if constexpr (std::is_same_v<S, T>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
