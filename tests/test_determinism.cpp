@@ -75,6 +75,11 @@ std::vector<Named> reduction_heavy(uint64_t seed) {
   out.push_back({"f64 sum", sum(cast(big, DType::f64))});
   out.push_back({"bf16 sum", sum(cast(big, DType::bf16))});
   out.push_back({"gram", matmul(transpose(big), big)});
+  // A GEMM with several K chunks (K = 2100, chunks of at most 1024) and ragged edges (517 rows
+  // and 389 columns are multiples of no micro-tile), B read in place and B packed.
+  Tensor ga = randn({517, 2100}, gen), gb = randn({2100, 389}, gen), gc = randn({389, 2100}, gen);
+  out.push_back({"ragged gemm", matmul(ga, gb)});
+  out.push_back({"ragged gemm, B transposed", matmul(ga, transpose(gc))});
   return out;
 }
 

@@ -1,6 +1,6 @@
-// CPU matmul kernel (tensor/cpu/matmul.cpp) against a naive triple loop accumulated in double:
-// dtypes, transposed and sliced operands, broadcast batches, odd sizes, the parallel path, and the
-// same bits with 1 and 2 threads.
+// CPU matmul kernel (tensor/cpu/matmul.cpp) against a naive triple loop accumulated in long
+// double: dtypes, transposed and sliced operands, broadcast batches, odd sizes, the edges of the
+// micro-tile and of the K chunks, the parallel path, and the same bits with 1 and 2 threads.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -36,7 +36,7 @@ Tensor random_tensor(const Shape& shape) {
   return random_storage<T>(numel(shape)).as_strided(shape, contiguous_strides(shape), 0);
 }
 
-// Checks `out` (contiguous) against sum_k a[.., i, k] b[.., k, j] computed in double: every
+// Checks `out` (contiguous) against sum_k a[.., i, k] b[.., k, j] computed in long double: every
 // element within `tol` times sum_k |a_ik b_kj| (the scale of its rounding error).
 template <class T>
 void check_product(const Tensor& a, const Tensor& b, const Tensor& out, double tol) {
@@ -64,14 +64,15 @@ void check_product(const Tensor& a, const Tensor& b, const Tensor& out, double t
     const T* pb = b.data<T>() + b_off;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double sum = 0, scale = 0;
+        long double exact = 0, magnitude = 0;
         for (int64_t p = 0; p < k; ++p) {
-          double x = convert<double>(pa[i * ar + p * ac]) * convert<double>(pb[p * br + j * bc]);
-          sum += x;
-          scale += std::abs(x);
+          long double x = (long double)convert<double>(pa[i * ar + p * ac]) * convert<double>(pb[p * br + j * bc]);
+          exact += x;
+          magnitude += std::abs(x);
         }
+        const double sum = double(exact), scale = double(magnitude);
         double got = convert<double>(o[(bi * m + i) * n + j]);
-        double error = std::abs(got - sum);
+        double error = double(std::abs((long double)got - exact));
         // bf16 rounds an f32 sum to nearest: at most half an ulp, 2^-8 of the value, off.
         if constexpr (std::is_same_v<T, bf16>) error = std::max(0.0, error - std::ldexp(std::abs(sum), -8));
         worst = std::max(worst, error / std::max(scale, 1e-300));
@@ -206,6 +207,72 @@ TEST_CASE("matmul: shapes large enough for the parallel path") {
   check_product<float>(a, b, cpu_backend().matmul(a, b), tolerance<float>);
 }
 
+// The packed GEMM's micro-tile is MR x NR (14 x 32 f32 and 14 x 16 f64 with AVX-512, 6 x 16 and
+// 6 x 8 with AVX2) and K is summed in chunks of KC (256 to 1024, from the cache sizes): sizes
+// around those multiples, with the rows, columns or sums of length 1.
+TEST_CASE("matmul: edges of the micro-tile and of the K chunks") {
+  for (int64_t m : {1, 2, 5, 6, 7, 13, 14, 15, 29})
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 65})
+      for (int64_t k : {1, 2, 255, 257}) {
+        CAPTURE(m);
+        CAPTURE(n);
+        CAPTURE(k);
+        check_fresh<float>({m, k}, {k, n});
+      }
+  for (int64_t k : {511, 512, 513, 1023, 1025, 2100}) {
+    CAPTURE(k);
+    check_fresh<float>({29, k}, {k, 33});
+    check_fresh<double>({15, k}, {k, 17});
+    check_fresh<bf16>({13, k}, {k, 31});
+    check_fresh<float>({1, k}, {k, 1});
+    check_fresh<double>({3, k}, {k, 1});
+    check_fresh<float>({1, k}, {k, 70});
+  }
+}
+
+TEST_CASE("matmul: transposed and strided operands across K chunks") {
+  const int64_t m = 45, k = 1100, n = 67;
+  for (bool a_t : {false, true})
+    for (bool b_t : {false, true}) {
+      CAPTURE(a_t);
+      CAPTURE(b_t);
+      Tensor a = a_t ? column_major<float>({m, k}) : random_tensor<float>({m, k});
+      Tensor b = b_t ? column_major<float>({k, n}) : random_tensor<float>({k, n});
+      check_product<float>(a, b, cpu_backend().matmul(a, b), tolerance<float>);
+      Tensor ad = a_t ? column_major<double>({2, 17, k}) : random_tensor<double>({2, 17, k});
+      Tensor bd = b_t ? column_major<double>({2, k, 20}) : random_tensor<double>({2, k, 20});
+      check_product<double>(ad, bd, cpu_backend().matmul(ad, bd), tolerance<double>);
+      Tensor ah = a_t ? column_major<bf16>({20, k}) : random_tensor<bf16>({20, k});
+      Tensor bh = b_t ? column_major<bf16>({k, 40}) : random_tensor<bf16>({k, 40});
+      check_product<bf16>(ah, bh, cpu_backend().matmul(ah, bh), tolerance<bf16>);
+    }
+  // Padded rows (leading dimensions past the row), and every other element along K.
+  Tensor a_pad = random_storage<float>(m * 1111).as_strided({m, k}, {1111, 1}, 3);
+  Tensor b_pad = random_storage<float>(k * 80).as_strided({k, n}, {80, 1}, 9);
+  check_product<float>(a_pad, b_pad, cpu_backend().matmul(a_pad, b_pad), tolerance<float>);
+  Tensor a_step = random_storage<float>(m * 2 * k).as_strided({m, k}, {2 * k, 2}, 1);
+  Tensor b_step = random_storage<double>(2 * k * n).as_strided({k, n}, {2 * n, 1}, 0);
+  check_product<float>(a_step, b_pad, cpu_backend().matmul(a_step, b_pad), tolerance<float>);
+  Tensor ad_step = random_storage<double>(m * 2 * k).as_strided({m, k}, {2 * k, 2}, 1);
+  check_product<double>(ad_step, b_step, cpu_backend().matmul(ad_step, b_step), tolerance<double>);
+}
+
+TEST_CASE("matmul: a broadcast weight across a batch, large enough to split") {
+  // x [4, 61, 600] against one w [600, 257] (batch stride 0), as a linear layer's forward, and
+  // against w^T [257, 600]^T, as its input gradient.
+  Tensor x = random_tensor<float>({4, 61, 600});
+  Tensor w = random_storage<float>(600 * 257).as_strided({4, 600, 257}, {0, 257, 1}, 0);
+  check_product<float>(x, w, cpu_backend().matmul(x, w), tolerance<float>);
+  Tensor wt = random_storage<float>(600 * 257).as_strided({4, 600, 257}, {0, 1, 600}, 0);
+  check_product<float>(x, wt, cpu_backend().matmul(x, wt), tolerance<float>);
+  Tensor xh = random_tensor<bf16>({3, 33, 600});
+  Tensor wh = random_storage<bf16>(600 * 100).as_strided({3, 600, 100}, {0, 100, 1}, 0);
+  check_product<bf16>(xh, wh, cpu_backend().matmul(xh, wh), tolerance<bf16>);
+  Tensor xd = random_tensor<double>({2, 70, 600});
+  Tensor wd = random_storage<double>(600 * 90).as_strided({2, 600, 90}, {0, 90, 1}, 0);
+  check_product<double>(xd, wd, cpu_backend().matmul(xd, wd), tolerance<double>);
+}
+
 TEST_CASE("matmul: empty sums and empty outputs") {
   Tensor a = random_tensor<float>({3, 0}), b = random_tensor<float>({0, 4});
   Tensor out = cpu_backend().matmul(a, b);
@@ -229,6 +296,10 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       {random_tensor<double>({300, 600}), column_major<double>({600, 250})},
       {random_tensor<bf16>({2, 260, 530}), random_tensor<bf16>({2, 530, 140})},
       {random_tensor<float>({9, 2000}), random_tensor<float>({2000, 700})},
+      // Several K chunks (KC <= 1024), ragged rows and columns, B packed and read in place.
+      {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 389})},
+      {random_tensor<float>({517, 2100}), column_major<float>({2100, 389})},
+      {column_major<double>({130, 2100}), random_tensor<double>({2100, 77})},
   };
   for (const auto& [a, b] : cases) {
     CAPTURE(a.shape());
