@@ -67,18 +67,6 @@ constexpr double kLearningRate = 1e-3;  // the recipe's peak lr, held constant
 // Eager steps of each OMP_WAIT_POLICY timed to choose between them (--torch-omp-wait auto).
 constexpr int kProbeSteps = 5;
 
-// A directory removed with everything in it when the object goes.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cotan-bench-train-" + std::to_string(getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 // The numbers of the reply's array `key`.
 std::vector<double> numbers(const Json& reply, std::string_view key) {
@@ -231,7 +219,7 @@ int bench_train(const Args& args) {
                               std::make_unique<TorchReference>(*script, TorchPython{python.path, false, ""}, threads,
                                                                Args{"OMP_WAIT_POLICY=PASSIVE"}),
                               {}, {}});
-      weights_dir.emplace();
+      weights_dir.emplace("cotan-bench-train");
       const fs::path dir = weights_dir->path;
       save_safetensors((dir / "teacher.safetensors").string(), teacher_params);
       save_safetensors((dir / "student.safetensors").string(), params);

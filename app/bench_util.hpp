@@ -5,9 +5,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "tensor/op_table.hpp"
 
@@ -56,6 +59,22 @@ inline std::string json_escape(const std::string& s) {
   }
   return out;
 }
+
+// A directory /tmp/<prefix>-<pid>, removed with everything in it when the object goes: where a
+// bench hands tensors to the PyTorch reference.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& prefix) {
+    path = std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
 
 // The CPU model as /proc/cpuinfo names it ("unknown" where it does not).
 inline std::string cpu_model() {
