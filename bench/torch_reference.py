@@ -51,13 +51,16 @@ DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16"}
 
 
 def blas_library():
-    """The BLAS shared library this process loaded (torch on Debian calls the system libblas)."""
+    """The system BLAS shared library this process loaded (torch on Debian calls libblas.so.3), or
+    None. numpy's wheels bring an OpenBLAS of their own (numpy.libs/libscipy_openblas*), which
+    torch never calls: it is left out, so that it is not reported as torch's BLAS."""
     try:
         with open("/proc/self/maps") as maps:
             paths = {line.split()[-1] for line in maps if "blas" in line.lower() and "/" in line}
-        return sorted(paths)[0] if paths else "unknown"
     except OSError:
-        return "unknown"
+        return None
+    paths = sorted(p for p in paths if "numpy.libs" not in p and "scipy_openblas" not in p)
+    return paths[0] if paths else None
 
 
 def import_torch(threads):
@@ -119,14 +122,15 @@ def header(torch):
     mkl = search(r"Math Kernel Library Version ([\w.]+)", show)
     onednn = search(r"(?:MKL-DNN|oneDNN) v?([\d.]+)", show)
     blas_info = search(r"BLAS_INFO=(\w+)", show)
-    library = blas_library()
-    core, config = openblas(library) if library != "unknown" else (None, None)
+    # MKL is linked into libtorch itself; only another BLAS is a library of its own.
+    library = blas_library() if blas_info != "mkl" else None
+    core, config = openblas(library) if library else (None, None)
     if mkl:
         blas = f"MKL {mkl}"
     elif core:
-        blas = f"{config.split()[0].replace('_', ' ')} core {core}" if config else f"OpenBLAS core {core}"
+        blas = f"{' '.join(config.split()[:2]) if config else 'OpenBLAS'} core {core}"  # "OpenBLAS 0.3.21 core Prescott"
     else:
-        blas = blas_info or library
+        blas = blas_info or library or "unknown"
     if onednn:
         blas += f", oneDNN {onednn}"
     number = lambda pattern: int(search(pattern, parallel)) if search(pattern, parallel) else None
