@@ -22,8 +22,8 @@ struct FmaPeak {
 
 // The fp32 FMA peak on `threads` threads: 1 runs on the calling thread; more run through
 // tbb::parallel_for in the current arena (the one cotan's kernels use, capped by --threads), in
-// many equal chunks so that a thread that starts late does not stretch the round. Takes about
-// a quarter of a second.
+// many equal chunks so that a thread that starts late does not stretch the round; the best of
+// 20 rounds. Takes a few tenths of a second.
 FmaPeak measure_fma_peak(int threads);
 
 }  // namespace cotan::app
