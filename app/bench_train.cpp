@@ -67,7 +67,6 @@ constexpr double kLearningRate = 1e-3;  // the recipe's peak lr, held constant
 // Eager steps of each OMP_WAIT_POLICY timed to choose between them (--torch-omp-wait auto).
 constexpr int kProbeSteps = 5;
 
-
 // The numbers of the reply's array `key`.
 std::vector<double> numbers(const Json& reply, std::string_view key) {
   const Json& array = member(reply, key);
@@ -195,7 +194,7 @@ int bench_train(const Args& args) {
   struct Candidate {
     std::string omp_wait;
     std::unique_ptr<TorchReference> process;
-    std::vector<double> probe_seconds, losses;
+    std::vector<double> probe_seconds;
   };
   std::vector<Candidate> candidates;
   std::string torch_note, compiled_note;
@@ -213,12 +212,11 @@ int bench_train(const Args& args) {
       if (!script) fail("bench", "--torch: cannot find bench/torch_reference.py; pass --torch-script PATH");
       const TorchPython python = find_torch_python(vm["torch-python"].as<std::string>());
       if (omp_wait == "inherit" || omp_wait == "auto")
-        candidates.push_back({"inherit", std::make_unique<TorchReference>(*script, python, threads), {}, {}});
+        candidates.push_back({"inherit", std::make_unique<TorchReference>(*script, python, threads), {}});
       if (omp_wait == "passive" || omp_wait == "auto")
         candidates.push_back({"passive",
-                              std::make_unique<TorchReference>(*script, TorchPython{python.path, false, ""}, threads,
-                                                               Args{"OMP_WAIT_POLICY=PASSIVE"}),
-                              {}, {}});
+                              std::make_unique<TorchReference>(*script, python, threads, Args{"OMP_WAIT_POLICY=PASSIVE"}),
+                              {}});
       weights_dir.emplace("cotan-bench-train");
       const fs::path dir = weights_dir->path;
       save_safetensors((dir / "teacher.safetensors").string(), teacher_params);

@@ -61,6 +61,9 @@ TorchPython find_torch_python(const std::string& option) {
   }
   const fs::path env = default_torch_env();
   if (executable_file(env / "bin" / "python")) return {(env / "bin" / "python").string(), false, ""};
+  std::cerr << "[bench] warning: no PyTorch reference environment at " << env.string()
+            << " (bench/setup-reference.sh makes one); falling back to " << kSystemPython
+            << ", whose torch (Debian's 1.13) may run OpenBLAS on crippled SSE3 kernels on this CPU\n";
   return {kSystemPython, true, env.string()};
 }
 
@@ -87,11 +90,6 @@ TorchReference::TorchReference(const po::variables_map& vm, int threads, const s
 TorchReference::TorchReference(const fs::path& script, const TorchPython& python, int threads,
                                const std::vector<std::string>& environment)
     : python_(python) {
-  if (python_.fallback) {
-    std::cerr << "[bench] warning: no PyTorch reference environment at " << python_.missing
-              << " (bench/setup-reference.sh makes one); falling back to " << kSystemPython
-              << ", whose torch (Debian's 1.13) may run OpenBLAS on crippled SSE3 kernels on this CPU\n";
-  }
   if (!executable_file(python_.path))
     fail("bench", "--torch needs ", python_.path, " with PyTorch (run bench/setup-reference.sh)");
   int to_child[2], from_child[2];

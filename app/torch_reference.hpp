@@ -49,7 +49,8 @@ struct TorchPython {
 };
 
 // The interpreter to run the reference with: --torch-python `option` when not empty (it must be
-// an executable file), else the reference environment's, else kSystemPython (fallback).
+// an executable file), else the reference environment's, else kSystemPython (fallback), with a
+// warning on stderr.
 TorchPython find_torch_python(const std::string& option);
 
 // bench/torch_reference.py: `option` when not empty (it must exist), else found above the
@@ -59,8 +60,9 @@ std::optional<std::filesystem::path> find_torch_script(const std::string& option
 class TorchReference {
  public:
   // Starts the child, with `environment` ("NAME=VALUE" settings) added to its environment after
-  // the thread counts; prints the fallback warning to stderr; throws "[bench] --torch: ..." when
-  // it cannot start or PyTorch is missing.
+  // the thread counts; throws "[bench] --torch: ..." when it cannot start or PyTorch is missing.
+  // Warns on stderr when its BLAS is OpenBLAS (naming the core) or its thread count is not
+  // `threads`.
   TorchReference(const std::filesystem::path& script, const TorchPython& python, int threads,
                  const std::vector<std::string>& environment = {});
   // The same, with the options of add_torch_options.
