@@ -4,20 +4,27 @@
 // tau 1, kd_ratio 1), global-norm clipping at 1.0 and the AdamW update, f32 on the CPU, one fixed
 // random batch, constant lr.
 //
-// With PyTorch (on by default when /usr/bin/python3 imports torch), the same step is timed in
-// eager PyTorch (bench/torch_train_reference.py, through torch_reference.py's `serve` mode; see
-// app/torch_reference.hpp) with the same threads (OpenMP and OpenBLAS). Both sides start from
-// cotan's initial weights and batch, so their losses must agree step by step: the agreement is
-// printed as a check that the two do the same work. After warm-up, cotan and PyTorch alternate in blocks of --block
-// steps; each reports the median step time, and the ratio is cotan tokens/s over PyTorch's.
-// The median CPU time of a step (the process's, all threads) is printed next to it: where the
-// machine has more runnable threads than cores, wall time is mostly time spent waiting for one.
+// With PyTorch (on by default when the reference's interpreter imports torch; see
+// app/torch_reference.hpp for which one), the same step is timed in PyTorch
+// (bench/torch_train_reference.py, through torch_reference.py's `serve` mode) with the same
+// threads, eager and under torch.compile. Both sides start from cotan's initial weights and batch,
+// so their losses must agree step by step: the agreement is printed as a check that they do the
+// same work. torch.compile compiles on its first step: --torch-compile-warmup untimed compiled
+// steps (3 by default) warm its cache before any is timed. After warm-up, cotan, eager PyTorch
+// and compiled PyTorch take turns in blocks of --block steps, with a settling pause (kSettle)
+// before each turn; each reports the median step time, and the ratios are cotan tokens/s over
+// PyTorch's. The median CPU time of a step (the process's, all threads) is printed next to it:
+// where the machine has more runnable threads than cores, wall time is mostly time spent
+// waiting for one.
 //
 // PyTorch's OpenMP workers spin while they wait for work. On a shared machine with more runnable
 // threads than cores that spinning costs it most of its time (seen here at load 14 on 2 cores:
 // 6.6 s a step instead of 0.88 s with OMP_WAIT_POLICY=PASSIVE), while on an idle machine it
-// saves a little. With --torch-omp-wait auto (the default) the warm-up runs PyTorch both ways, in
-// two processes, and the timed steps use the faster: the reference at its best on this machine.
+// saves a little. With --torch-omp-wait auto (the default) PyTorch runs both ways, in two
+// processes: after their warm-up (at least one step), kProbeSteps eager steps each, alternated
+// step by step, and the process with the lower median is kept for everything timed after (the
+// compiled steps included): the reference at its best on this machine. One step, the first
+// especially, is too noisy to decide from; the probe's medians are printed.
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -57,23 +64,8 @@ namespace fs = std::filesystem;
 constexpr const char* kTeacher = "tiny-teacher";
 constexpr const char* kStudent = "tiny-student";
 constexpr double kLearningRate = 1e-3;  // the recipe's peak lr, held constant
-// A pause before each timed block, so that the other process's idle worker threads have gone to
-// sleep: OpenBLAS's keep spinning and yielding for about 0.1 s after a call (seen here: an idle
-// PyTorch process used 20-30 ms of CPU in the 50-400 ms after a step).
-constexpr auto kSettle = std::chrono::milliseconds(200);
-
-// A directory removed with everything in it when the object goes.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("cotan-bench-train-" + std::to_string(getpid()));
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
+// Eager steps of each OMP_WAIT_POLICY timed to choose between them (--torch-omp-wait auto).
+constexpr int kProbeSteps = 5;
 
 // The numbers of the reply's array `key`.
 std::vector<double> numbers(const Json& reply, std::string_view key) {
@@ -125,10 +117,12 @@ int bench_train(const Args& args) {
       ("torch", "also time PyTorch (the default when it is installed); fail when it is not")
       ("no-torch", "time cotan alone")
       ("torch-omp-wait", po::value<std::string>()->default_value("auto"),
-       "PyTorch's OMP_WAIT_POLICY: inherit (this environment's), passive, or auto (the faster of the two in the "
-       "warm-up; passive with --warmup 0)")
-      ("torch-script", po::value<std::string>()->default_value(""),
-       "path of bench/torch_reference.py (default: found above the current directory or the executable)");
+       "PyTorch's OMP_WAIT_POLICY: inherit (this environment's), passive, or auto (the one with the lower "
+       "median over 5 eager steps each, after the warm-up)")
+      ("no-torch-compile", "time eager PyTorch only, not torch.compile")
+      ("torch-compile-warmup", po::value<int>()->default_value(3),
+       "untimed torch.compile steps before timing (the first compiles)");
+  add_torch_options(options);
   AffineOptions affine;
   add_affine_options(options, affine);
   po::variables_map vm = parse_options(args, options);
@@ -137,7 +131,7 @@ int bench_train(const Args& args) {
     return 0;
   }
   check_integers(vm, {{"batch-size", 1, 1 << 16}, {"seq-len", 1, 1 << 20}, {"steps", 1, 100000},
-                      {"warmup", 0, 100000}, {"block", 1, 100000}});
+                      {"warmup", 0, 100000}, {"block", 1, 100000}, {"torch-compile-warmup", 1, 1000}});
   const bool json = vm.count("json") > 0;
   const int64_t batch = vm["batch-size"].as<int64_t>(), seq_len = vm["seq-len"].as<int64_t>();
   const int steps = vm["steps"].as<int>(), warmup = vm["warmup"].as<int>(), block = vm["block"].as<int>();
@@ -196,17 +190,18 @@ int bench_train(const Args& args) {
   const train::Teacher frozen{&teacher, &teacher_params, &teacher_state};
 
   // PyTorch, from the same weights and batch (written before cotan's first step changes them).
-  // One PyTorch process per OMP_WAIT_POLICY tried; after the warm-up only the faster is kept.
+  // One PyTorch process per OMP_WAIT_POLICY tried; after the probe only the faster is kept.
   struct Candidate {
     std::string omp_wait;
     std::unique_ptr<TorchReference> process;
-    double fastest_warmup = 0;
-    std::vector<double> warmup_losses;
+    std::vector<double> probe_seconds;
   };
   std::vector<Candidate> candidates;
-  std::string torch_note;
+  std::string torch_note, compiled_note;
   std::optional<TempDir> weights_dir;
   Json torch_request = Json::object();
+  const bool compile = vm.count("no-torch-compile") == 0;
+  const int compile_warmup = vm["torch-compile-warmup"].as<int>();
   if (!device.is_cpu() || compute != DType::f32) {
     torch_note = "PyTorch is timed with --device cpu --dtype f32 only";
   } else if (full_n) {
@@ -215,19 +210,14 @@ int bench_train(const Args& args) {
     try {
       auto script = find_torch_script(vm["torch-script"].as<std::string>());
       if (!script) fail("bench", "--torch: cannot find bench/torch_reference.py; pass --torch-script PATH");
-      // torch.set_num_threads sets the OpenMP threads; OpenBLAS keeps its own pool (one thread
-      // per core unless told otherwise), so it is given the same count.
-      const std::string blas_threads = "OPENBLAS_NUM_THREADS=" + std::to_string(threads);
-      const bool both = omp_wait == "auto" && warmup > 0;
-      if (omp_wait == "inherit" || both)
-        candidates.push_back(
-            {"inherit", std::make_unique<TorchReference>(*script, threads, Args{blas_threads}), 0, {}});
+      const TorchPython python = find_torch_python(vm["torch-python"].as<std::string>());
+      if (omp_wait == "inherit" || omp_wait == "auto")
+        candidates.push_back({"inherit", std::make_unique<TorchReference>(*script, python, threads), {}});
       if (omp_wait == "passive" || omp_wait == "auto")
         candidates.push_back({"passive",
-                              std::make_unique<TorchReference>(*script, threads,
-                                                               Args{blas_threads, "OMP_WAIT_POLICY=PASSIVE"}),
-                              0, {}});
-      weights_dir.emplace();
+                              std::make_unique<TorchReference>(*script, python, threads, Args{"OMP_WAIT_POLICY=PASSIVE"}),
+                              {}});
+      weights_dir.emplace("cotan-bench-train");
       const fs::path dir = weights_dir->path;
       save_safetensors((dir / "teacher.safetensors").string(), teacher_params);
       save_safetensors((dir / "student.safetensors").string(), params);
@@ -249,7 +239,7 @@ int bench_train(const Args& args) {
     }
   }
 
-  Side ours, theirs;
+  Side ours, theirs, compiled;
   auto run_cotan = [&](int n, bool timed) {
     for (int i = 0; i < n; ++i) {
       train::StepRecord record;
@@ -267,61 +257,89 @@ int bench_train(const Args& args) {
       }
     }
   };
-  TorchReference* torch = nullptr;  // the candidate timed
-  auto run_torch = [&](int n, bool timed) {
+  // n steps of `process` in `mode` (eager or compiled), after the settling pause; their record
+  // goes to `side` (losses always, times when `timed`). Returns the reply.
+  auto run_torch = [&](TorchReference& process, const char* mode, int n, bool timed, Side& side) {
+    std::this_thread::sleep_for(kSettle);
     torch_request["steps"] = n;
-    const Json reply = torch->request(torch_request);
-    for (double loss : numbers(reply, "losses")) theirs.losses.push_back(loss);
-    if (!timed) return;
-    for (double s : numbers(reply, "seconds")) theirs.seconds.push_back(s);
-    for (double s : numbers(reply, "cpu_seconds")) theirs.cpu_seconds.push_back(s);
+    torch_request["mode"] = mode;
+    const Json reply = process.request(torch_request);
+    for (double loss : numbers(reply, "losses")) side.losses.push_back(loss);
+    if (timed) {
+      for (double s : numbers(reply, "seconds")) side.seconds.push_back(s);
+      for (double s : numbers(reply, "cpu_seconds")) side.cpu_seconds.push_back(s);
+    }
+    return reply;
   };
 
   if (warmup > 0) run_cotan(warmup, false);
+  TorchReference* torch = nullptr;  // the candidate timed
   std::string torch_omp_wait;
-  std::vector<std::pair<std::string, double>> probe;  // policy, fastest warm-up step
+  std::vector<std::pair<std::string, double>> probe;  // policy, median probe step
   if (!candidates.empty()) {
-    for (Candidate& c : candidates) {
-      if (warmup == 0) break;
-      std::this_thread::sleep_for(kSettle);
-      torch_request["steps"] = warmup;
-      const Json reply = c.process->request(torch_request);
-      const std::vector<double> seconds = numbers(reply, "seconds");
-      c.fastest_warmup = *std::min_element(seconds.begin(), seconds.end());
-      c.warmup_losses = numbers(reply, "losses");
-      probe.emplace_back(c.omp_wait, c.fastest_warmup);
+    const bool probing = candidates.size() > 1;
+    std::vector<Side> sides(candidates.size());
+    for (size_t c = 0; c < candidates.size(); ++c) {
+      const int n = probing ? std::max(warmup, 1) : warmup;
+      if (n > 0) run_torch(*candidates[c].process, "eager", n, false, sides[c]);
     }
-    auto best = std::min_element(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-      return a.fastest_warmup < b.fastest_warmup;
-    });
-    std::rotate(candidates.begin(), best, best + 1);  // the faster first; the other process ends now
-    candidates.resize(1);
+    if (probing) {
+      for (int step = 0; step < kProbeSteps; ++step)
+        for (size_t c = 0; c < candidates.size(); ++c) {
+          Side probe_side;
+          run_torch(*candidates[c].process, "eager", 1, true, probe_side);
+          sides[c].losses.push_back(probe_side.losses[0]);
+          candidates[c].probe_seconds.push_back(probe_side.seconds[0]);
+        }
+      for (const Candidate& c : candidates) probe.emplace_back(c.omp_wait, median(c.probe_seconds));
+    }
+    size_t best = 0;
+    for (size_t c = 1; c < probe.size(); ++c)
+      if (probe[c].second < probe[best].second) best = c;
+    theirs.losses = sides[best].losses;
+    std::rotate(candidates.begin(), candidates.begin() + long(best), candidates.begin() + long(best) + 1);
+    candidates.resize(1);  // the other process ends now
     torch = candidates[0].process.get();
     torch_omp_wait = candidates[0].omp_wait;
-    theirs.losses = candidates[0].warmup_losses;
+  }
+  // torch.compile's warm-up: the first step compiles (and is reported), the rest fill the
+  // caches, so that no timed step compiles.
+  std::optional<double> compile_seconds;
+  bool timing_compiled = false;
+  if (torch && compile) {
+    try {
+      const Json reply = run_torch(*torch, "compiled", compile_warmup, false, compiled);
+      compile_seconds = numbers(reply, "seconds").front();
+      timing_compiled = true;
+    } catch (const Error& e) {
+      compiled_note = e.what();
+    }
+  } else if (torch) {
+    compiled_note = "--no-torch-compile";
   }
   for (int done = 0; done < steps; done += block) {
     const int n = std::min(block, steps - done);
     if (torch) std::this_thread::sleep_for(kSettle);
     run_cotan(n, true);
-    if (torch) {
-      std::this_thread::sleep_for(kSettle);
-      run_torch(n, true);
-    }
+    if (torch) run_torch(*torch, "eager", n, true, theirs);
+    if (timing_compiled) run_torch(*torch, "compiled", n, true, compiled);
   }
 
   const double tokens_per_step = double(batch * seq_len);
   const double cotan_ms = ours.ms(), cotan_tps = tokens_per_step / (cotan_ms * 1e-3);
-  std::optional<double> torch_ms, torch_tps, ratio;
-  // The largest relative difference of the two sides' losses over all steps, warm-up included.
+  auto tokens_per_s = [&](const Side& side) { return tokens_per_step / (side.ms() * 1e-3); };
+  // The largest relative difference of cotan's losses and PyTorch's (eager and compiled) over
+  // all steps, warm-up included: each side's steps run in order from the same weights.
   double loss_diff = 0;
-  if (torch) {
-    torch_ms = theirs.ms();
-    torch_tps = tokens_per_step / (*torch_ms * 1e-3);
-    ratio = cotan_tps / *torch_tps;
-    for (size_t i = 0; i < std::min(ours.losses.size(), theirs.losses.size()); ++i)
-      loss_diff = std::max(loss_diff, std::abs(ours.losses[i] - theirs.losses[i]) / std::abs(theirs.losses[i]));
-  }
+  size_t compared = 0;
+  auto compare = [&](const Side& side) {
+    const size_t n = std::min(ours.losses.size(), side.losses.size());
+    for (size_t i = 0; i < n; ++i)
+      loss_diff = std::max(loss_diff, std::abs(ours.losses[i] - side.losses[i]) / std::abs(side.losses[i]));
+    compared = std::max(compared, n);
+  };
+  if (torch) compare(theirs);
+  if (timing_compiled) compare(compiled);
   const int64_t student_params = student.num_params(), teacher_params_count = teacher.num_params();
 
   if (json) {
@@ -332,27 +350,35 @@ int bench_train(const Args& args) {
               << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
               << ",\"seq_len\":" << seq_len << ",\"dtype\":\"" << dtype_name(compute) << "\",\"device\":\"" << to_string(device)
               << "\",\"threads\":" << threads << ",\"steps\":" << steps
-              << ",\"warmup\":" << warmup << ",\"block\":" << block << ",\"cotan\":{\"ms\":" << json_number(cotan_ms)
+              << ",\"warmup\":" << warmup << ",\"block\":" << block << "," << host_json(threads)
+              << ",\"cotan\":{\"ms\":" << json_number(cotan_ms)
               << ",\"cpu_ms\":" << json_number(ours.cpu_ms()) << ",\"tokens_per_s\":" << json_number(cotan_tps)
               << ",\"first_loss\":" << json_number(ours.losses[0]) << ours.json_steps()
               << "}";
     if (torch) {
-      std::cout << ",\"torch\":{\"version\":\"" << json_escape(torch->version()) << "\",\"blas\":\""
-                << json_escape(torch->blas()) << "\",\"threads\":" << torch->threads() << ",\"omp_wait_policy\":\""
-                << torch_omp_wait << "\"";
-      if (probe.size() > 1) {
-        std::cout << ",\"fastest_warmup_ms\":{";
-        for (size_t i = 0; i < probe.size(); ++i)
-          std::cout << (i ? "," : "") << "\"" << probe[i].first << "\":" << json_number(probe[i].second * 1e3);
-        std::cout << "}";
+      Json t = torch->description();
+      t["omp_wait_policy"] = torch_omp_wait;
+      if (!probe.empty()) {
+        Json medians = Json::object();
+        for (const auto& [policy, seconds] : probe) medians[policy] = std::stod(json_number(seconds * 1e3));
+        t["probe_steps"] = kProbeSteps;
+        t["probe_median_ms"] = medians;
       }
-      std::cout << ",\"ms\":" << json_number(*torch_ms) << ",\"cpu_ms\":" << json_number(theirs.cpu_ms())
-                << ",\"tokens_per_s\":" << json_number(*torch_tps)
-                << ",\"first_loss\":" << json_number(theirs.losses[0]) << theirs.json_steps()
-                << "},\"ratio\":" << json_number(*ratio)
+      std::cout << ",\"torch\":" << dump_json(t).substr(0, dump_json(t).size() - 1) << ",\"ms\":" << json_number(theirs.ms())
+                << ",\"cpu_ms\":" << json_number(theirs.cpu_ms()) << ",\"tokens_per_s\":" << json_number(tokens_per_s(theirs))
+                << ",\"first_loss\":" << json_number(theirs.losses[0]) << theirs.json_steps() << ",\"compiled\":";
+      if (timing_compiled)
+        std::cout << "{\"ms\":" << json_number(compiled.ms()) << ",\"cpu_ms\":" << json_number(compiled.cpu_ms())
+                  << ",\"tokens_per_s\":" << json_number(tokens_per_s(compiled))
+                  << ",\"first_loss\":" << json_number(compiled.losses[0]) << ",\"warmup\":" << compile_warmup
+                  << ",\"first_step_s\":" << json_number(*compile_seconds) << compiled.json_steps() << "}";
+      else
+        std::cout << "null,\"compiled_note\":\"" << json_escape(compiled_note) << "\"";
+      std::cout << "},\"ratio\":" << json_number(cotan_tps / tokens_per_s(theirs)) << ",\"ratio_compiled\":"
+                << (timing_compiled ? json_number(cotan_tps / tokens_per_s(compiled)) : "null")
                 << ",\"max_rel_loss_diff\":" << json_number(loss_diff);
     } else {
-      std::cout << ",\"torch\":null,\"ratio\":null";
+      std::cout << ",\"torch\":null,\"ratio\":null,\"ratio_compiled\":null";
       if (!torch_note.empty()) std::cout << ",\"note\":\"" << json_escape(torch_note) << "\"";
     }
     std::cout << "}\n";
@@ -368,26 +394,35 @@ int bench_train(const Args& args) {
   std::printf("fkl tau 1, clip 1.0, AdamW lr %g; batch %lld x seq %lld = %.0f tokens/step, %s, on %s, %d threads\n",
               kLearningRate, static_cast<long long>(batch), static_cast<long long>(seq_len), tokens_per_step,
               std::string(dtype_name(compute)).c_str(), to_string(device).c_str(), threads);
+  std::printf("%s\n", host_line(threads).c_str());
   std::printf("median of %d steps after %d warm-up steps", steps, warmup);
-  if (torch)
-    std::printf("; PyTorch %s (%s, %d threads), alternating in blocks of %d steps", torch->version().c_str(),
-                torch->blas().c_str(), torch->threads(), block);
   if (torch) {
+    std::printf("; taking turns in blocks of %d steps, %lld ms apart\n%s", block,
+                static_cast<long long>(kSettle.count()), torch->describe().c_str());
     std::printf("\nPyTorch's OMP_WAIT_POLICY: %s", torch_omp_wait.c_str());
-    if (probe.size() > 1) {
-      std::printf(" (the faster in the warm-up; fastest warm-up step:");
+    if (!probe.empty()) {
+      std::printf(" (the lower median over %d eager steps each:", kProbeSteps);
       for (const auto& [policy, seconds] : probe) std::printf(" %s %.1f ms", policy.c_str(), seconds * 1e3);
       std::printf(")");
     }
+    if (timing_compiled)
+      std::printf("\ntorch.compile: first step %.1f s (compiling), %d untimed steps before timing", *compile_seconds,
+                  compile_warmup);
+    else
+      std::printf("\ntorch.compile not timed: %s", compiled_note.c_str());
   }
-  std::printf("\n\n%-8s %12s %10s %12s\n", "", "tokens/s", "step ms", "step cpu ms");
-  std::printf("%-8s %12.0f %10.1f %12.1f\n", "cotan", cotan_tps, cotan_ms, ours.cpu_ms());
+  std::printf("\n\n%-15s %12s %10s %12s\n", "", "tokens/s", "step ms", "step cpu ms");
+  std::printf("%-15s %12.0f %10.1f %12.1f\n", "cotan", cotan_tps, cotan_ms, ours.cpu_ms());
   if (torch) {
-    std::printf("%-8s %12.0f %10.1f %12.1f\n", "torch", *torch_tps, *torch_ms, theirs.cpu_ms());
-    std::printf("\nratio (cotan / torch tokens/s): %.2fx\n", *ratio);
-    std::printf("same weights and batch: first loss %.6f (cotan) and %.6f (torch), largest relative loss difference "
+    std::printf("%-15s %12.0f %10.1f %12.1f\n", "torch eager", tokens_per_s(theirs), theirs.ms(), theirs.cpu_ms());
+    if (timing_compiled)
+      std::printf("%-15s %12.0f %10.1f %12.1f\n", "torch compiled", tokens_per_s(compiled), compiled.ms(),
+                  compiled.cpu_ms());
+    std::printf("\nratio (cotan / torch tokens/s): %.2fx eager", cotan_tps / tokens_per_s(theirs));
+    if (timing_compiled) std::printf(", %.2fx compiled", cotan_tps / tokens_per_s(compiled));
+    std::printf("\nsame weights and batch: first loss %.6f (cotan) and %.6f (torch), largest relative loss difference "
                 "over %zu steps %.2g\n",
-                ours.losses[0], theirs.losses[0], std::min(ours.losses.size(), theirs.losses.size()), loss_diff);
+                ours.losses[0], theirs.losses[0], compared, loss_diff);
   } else {
     std::printf("\nPyTorch not timed%s%s\n", torch_note.empty() ? " (--no-torch)" : ": ", torch_note.c_str());
   }

@@ -4,8 +4,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "tensor/op_table.hpp"
 
@@ -53,6 +58,58 @@ inline std::string json_escape(const std::string& s) {
     if (static_cast<unsigned char>(c) >= 0x20) out += c;
   }
   return out;
+}
+
+// A directory /tmp/<prefix>-<pid>, removed with everything in it when the object goes: where a
+// bench hands tensors to the PyTorch reference.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& prefix) {
+    path = std::filesystem::temp_directory_path() / (prefix + "-" + std::to_string(getpid()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+// The CPU model as /proc/cpuinfo names it ("unknown" where it does not).
+inline std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+  }
+  return "unknown";
+}
+
+// The 1, 5 and 15 minute load averages (zeros where getloadavg fails).
+struct LoadAverage {
+  double one = 0, five = 0, fifteen = 0;
+};
+inline LoadAverage load_average() {
+  double v[3] = {0, 0, 0};
+  if (getloadavg(v, 3) != 3) return {};
+  return {v[0], v[1], v[2]};
+}
+
+// What every bench prints about the machine: `"host":{"cpu", "load_average": [1, 5, 15 min],
+// "threads"}` for its JSON, one line for its table. `threads` is cotan's (--threads).
+inline std::string host_json(int threads) {
+  const LoadAverage load = load_average();
+  return "\"host\":{\"cpu\":\"" + json_escape(cpu_model()) + "\",\"load_average\":[" + json_number(load.one) + "," +
+         json_number(load.five) + "," + json_number(load.fifteen) + "],\"threads\":" + std::to_string(threads) + "}";
+}
+inline std::string host_line(int threads) {
+  const LoadAverage load = load_average();
+  char buffer[256];
+  std::snprintf(buffer, sizeof buffer, "host: %s, cotan %d threads, load average %.2f %.2f %.2f", cpu_model().c_str(),
+                threads, load.one, load.five, load.fifteen);
+  return buffer;
 }
 
 }  // namespace cotan::app

@@ -20,7 +20,7 @@ constexpr Benchmark benchmarks[] = {
     {"ops", bench_ops, "elementwise, reduction and indexing kernels"},
     {"attention", bench_attention, "fused and composed attention, every kind, forward + backward"},
     {"kd-loss", bench_kd_loss, "fused and composed distillation losses: time and peak memory"},
-    {"train", bench_train, "the tiny student's distillation step: tokens/s, against eager PyTorch"},
+    {"train", bench_train, "the tiny student's distillation step: tokens/s, against eager and compiled PyTorch"},
     {"tokenize", bench_tokenize, "HF tokenizer.json encoding: MB/s on 1 and 2 threads, against HF tokenizers"},
 };
 

@@ -1,30 +1,49 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """PyTorch reference timings for cotan's benchmarks (see BENCHMARKS.md).
 
-`cotan bench matmul --torch` starts this script once and times PyTorch in the same run as cotan,
-alternating the two call by call. Run it with Debian's interpreter and OpenBLAS's own kernel
-choice, as the bench does:
+`cotan bench matmul|attention|train --torch` starts this script once and times PyTorch in the same
+run as cotan, alternating the two call by call. Run it with the reference environment's
+interpreter (bench/setup-reference.sh: PyTorch 2.x from PyPI, MKL and oneDNN) and the thread
+counts set before it starts, as the benches do:
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/torch_reference.py \\
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE MKL_NUM_THREADS=2 OMP_NUM_THREADS=2 \\
+        OPENBLAS_NUM_THREADS=2 ~/.cache/cotan/torchenv/bin/python bench/torch_reference.py \\
         matmul --sizes 1024 --threads 2
 
 Modes:
   matmul [--sizes 256,512,1024,2048] [--dtypes f32,f64] [--repeat 10] [--warmup 2] [--threads 2]
       times torch.matmul of fresh random [m, k] x [k, n] operands (a size is N or MxNxK) and
-      prints one JSON object: {"torch", "blas", "threads", "results": [{"m", "n", "k", "dtype",
-      "ms", "gflops"}]}, ms the median of --repeat runs after --warmup runs.
+      prints one JSON object: {<the header>, "results": [{"m", "n", "k", "dtype", "ms",
+      "gflops"}]}, ms the median of --repeat runs after --warmup runs.
   serve [--threads 2]
-      for cotan's benches: prints one JSON line {"torch", "blas", "threads"} (or {"error"} when
-      PyTorch cannot be imported), then answers each request line
-      {"op": "matmul", "m", "n", "k", "dtype", "runs"} with {"seconds": [one time per run]},
-      keeping the operands of the last shape between requests; and
-      {"op": "train", "kind", "batch", "seq_len", "steps"[, "weights"]} with {"seconds", "cpu_seconds",
-      "losses", "grad_norms"}: timed distillation steps of torch_train_reference.py (same folder), whose
-      models and optimizer are kept between requests. An empty line or EOF ends it.
+      for cotan's benches: prints one JSON line, the header (below), or {"error"} when PyTorch
+      cannot be imported; then answers each request line with one reply line:
+        {"op": "matmul", "m", "n", "k", "dtype", "runs"} -> {"seconds": [one time per run]},
+          keeping the operands of the last shape between requests;
+        {"op": "attention", "impl": "composed" | "sdpa", "kind", "causal", "affine_n", "inputs",
+          "runs"} -> {"seconds", "max_relative_difference"}: forward + backward of the attention
+          core on the tensors of the safetensors file `inputs` (written by cotan bench attention,
+          with cotan's own results, which the first run is compared with);
+        {"op": "train", "kind", "batch", "seq_len", "steps"[, "mode", "weights"]} -> {"seconds",
+          "cpu_seconds", "losses", "grad_norms"}: distillation steps of torch_train_reference.py
+          (same folder), eager or under torch.compile (mode "compiled"), whose models and
+          optimizer are kept between requests.
+      An empty line or EOF ends it.
+
+The header says what PyTorch runs on, read back from the process itself: {"torch", "blas" (one
+line), "blas_info", "mkl", "onednn", "openblas_core", "openblas_config", "blas_library",
+"cpu_capability", "threads" (torch.get_num_threads()), "interop_threads", "omp_threads",
+"mkl_threads", "env" (the thread variables it was started with), "compile" (torch.compile
+exists)}; a missing item is null. torch.__config__.show() names MKL and oneDNN; an OpenBLAS
+build (Debian's torch) calls the system libblas, whose core is asked with openblas_get_corename().
 """
 
 import argparse
+import ctypes
 import json
+import math
+import os
+import re
 import sys
 import time
 
@@ -32,23 +51,46 @@ DTYPES = {"f32": "float32", "f64": "float64", "bf16": "bfloat16"}
 
 
 def blas_library():
-    """The BLAS shared library this process loaded (torch on Debian calls the system libblas)."""
+    """The system BLAS shared library this process loaded (torch on Debian calls libblas.so.3), or
+    None. numpy's wheels bring an OpenBLAS of their own (numpy.libs/libscipy_openblas*), which
+    torch never calls: it is left out, so that it is not reported as torch's BLAS."""
     try:
         with open("/proc/self/maps") as maps:
             paths = {line.split()[-1] for line in maps if "blas" in line.lower() and "/" in line}
-        return sorted(paths)[0] if paths else "unknown"
     except OSError:
-        return "unknown"
+        return None
+    paths = sorted(p for p in paths if "numpy.libs" not in p and "scipy_openblas" not in p)
+    return paths[0] if paths else None
 
 
 def import_torch(threads):
     import torch
 
     if threads > 0:
+        try:  # only before any inter-op work has run
+            torch.set_num_interop_threads(threads)
+        except (RuntimeError, AttributeError):
+            pass
         torch.set_num_threads(threads)
     torch.manual_seed(0)
     torch.matmul(torch.ones(2, 2), torch.ones(2, 2))  # loads the BLAS
     return torch
+
+
+def search(pattern, text):
+    match = re.search(pattern, text)
+    return match.group(1) if match else None
+
+
+def openblas(library):
+    """(core, config) of the OpenBLAS `library` is, or (None, None) for another BLAS."""
+    try:
+        lib = ctypes.CDLL(library)
+        lib.openblas_get_corename.restype = ctypes.c_char_p
+        lib.openblas_get_config.restype = ctypes.c_char_p
+        return lib.openblas_get_corename().decode(), lib.openblas_get_config().decode().strip()
+    except (OSError, AttributeError):
+        return None, None
 
 
 def operands(torch, m, n, k, dtype):
@@ -75,7 +117,123 @@ def parse_size(text):
 
 
 def header(torch):
-    return {"torch": torch.__version__, "blas": blas_library(), "threads": torch.get_num_threads()}
+    show = torch.__config__.show()
+    parallel = torch.__config__.parallel_info()
+    mkl = search(r"Math Kernel Library Version ([\w.]+)", show)
+    onednn = search(r"(?:MKL-DNN|oneDNN) v?([\d.]+)", show)
+    blas_info = search(r"BLAS_INFO=(\w+)", show)
+    # MKL is linked into libtorch itself; only another BLAS is a library of its own.
+    library = blas_library() if blas_info != "mkl" else None
+    core, config = openblas(library) if library else (None, None)
+    if mkl:
+        blas = f"MKL {mkl}"
+    elif core:
+        blas = f"{' '.join(config.split()[:2]) if config else 'OpenBLAS'} core {core}"  # "OpenBLAS 0.3.21 core Prescott"
+    else:
+        blas = blas_info or library or "unknown"
+    if onednn:
+        blas += f", oneDNN {onednn}"
+    number = lambda pattern: int(search(pattern, parallel)) if search(pattern, parallel) else None
+    return {"torch": torch.__version__, "blas": blas, "blas_info": blas_info, "mkl": mkl, "onednn": onednn,
+            "openblas_core": core, "openblas_config": config, "blas_library": library,
+            "cpu_capability": search(r"CPU capability usage: (\w+)", show),
+            "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads(),
+            "omp_threads": number(r"omp_get_max_threads\(\) : (\d+)"),
+            "mkl_threads": number(r"mkl_get_max_threads\(\) : (\d+)"),
+            "env": {name: os.environ.get(name) for name in
+                    ("MKL_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY")},
+            "compile": hasattr(torch, "compile")}
+
+
+def read_safetensors(path):
+    from torch_train_reference import read_safetensors as read
+
+    return read(path)
+
+
+def repeat_kv(x, groups):
+    """[B, Hkv, T, d] -> [B, Hkv * groups, T, d]: query head h reads kv head h // groups."""
+    if groups == 1:
+        return x
+    b, h, t, d = x.shape
+    return x[:, :, None, :, :].expand(b, h, groups, t, d).reshape(b, h * groups, t, d)
+
+
+def attention_composed(torch, q, k, v, alpha=None, alpha_ma=None, sigma=None, causal=True, affine_n="visible"):
+    """cotan's attention core (nn/attention.hpp) from ordinary eager ops, as nn/attention_composed.cpp
+    builds it: softmax, sink (a per-head logit in the denominator only) and affine
+    (alpha S + beta U, beta_i = (alpha_ma - alpha_i) / N_i, U_i the sum of the visible v_j)."""
+    F = torch.nn.functional
+    b, h, t, d = q.shape
+    groups = h // k.shape[1]
+    k, v = repeat_kv(k, groups), repeat_kv(v, groups)
+    s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(d)
+    if causal:
+        s = s.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+    if sigma is not None:
+        sink = sigma.view(1, -1, 1, 1).expand(b, -1, t, 1)
+        p = F.softmax(torch.cat([s, sink], dim=-1), dim=-1)[..., :-1]
+    else:
+        p = F.softmax(s, dim=-1)
+    out = torch.matmul(p, v)
+    if alpha is not None:
+        n = torch.arange(1, t + 1, dtype=q.dtype) if causal and affine_n == "visible" else float(t)
+        u = v.cumsum(dim=2) if causal else v.sum(dim=2, keepdim=True).expand_as(v)
+        beta = (alpha_ma.view(1, -1, 1) - alpha) / n
+        out = alpha.unsqueeze(-1) * out + beta.unsqueeze(-1) * u
+    return out
+
+
+class AttentionCase:
+    """One kind and implementation on the tensors cotan wrote: q, k, v, cotangent, alpha,
+    alpha_ma, sigma, and cotan's results <kind>.out and <kind>.grad.<i> (i over q, k, v, then
+    alpha or sigma, the order of nn::differentiable_inputs)."""
+
+    def __init__(self, torch, request):
+        tensors = read_safetensors(request["inputs"])
+        self.torch, self.kind, self.impl = torch, request["kind"], request["impl"]
+        self.causal, self.affine_n = bool(request.get("causal", True)), request.get("affine_n", "visible")
+        if self.impl == "sdpa" and self.kind != "softmax":
+            raise ValueError(f"scaled_dot_product_attention has no {self.kind} kind")
+        names = ["q", "k", "v"] + {"affine": ["alpha"], "sink": ["sigma"]}.get(self.kind, [])
+        self.inputs = [tensors[n].clone().requires_grad_(True) for n in names]
+        self.alpha_ma = tensors.get("alpha_ma") if self.kind == "affine" else None
+        self.cotangent = tensors["cotangent"]
+        out, grads = self.run()
+        ours = [out] + grads
+        theirs = [tensors.get(f"{self.kind}.out")] + [tensors.get(f"{self.kind}.grad.{i}") for i in range(len(grads))]
+        self.difference = None
+        if all(t is not None for t in theirs):
+            self.difference = max(float((a.double() - b.double()).norm() / max(b.double().norm(), 1e-300))
+                                  for a, b in zip(ours, theirs))
+
+    def run(self):
+        torch = self.torch
+        for x in self.inputs:
+            x.grad = None
+        q, k, v = self.inputs[:3]
+        if self.impl == "sdpa":
+            groups = q.shape[1] // k.shape[1]
+            try:
+                out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=self.causal,
+                                                                       enable_gqa=groups > 1)
+            except TypeError:  # before enable_gqa (torch < 2.5)
+                out = torch.nn.functional.scaled_dot_product_attention(
+                    q, repeat_kv(k, groups), repeat_kv(v, groups), is_causal=self.causal)
+        else:
+            extra = {"alpha": self.inputs[3], "alpha_ma": self.alpha_ma} if self.kind == "affine" else \
+                {"sigma": self.inputs[3]} if self.kind == "sink" else {}
+            out = attention_composed(torch, q, k, v, causal=self.causal, affine_n=self.affine_n, **extra)
+        out.backward(self.cotangent)
+        return out.detach(), [x.grad for x in self.inputs]
+
+    def timed(self, runs):
+        seconds = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            self.run()
+            seconds.append(time.perf_counter() - start)
+        return {"seconds": seconds, "max_relative_difference": self.difference}
 
 
 def run_matmul(args):
@@ -101,15 +259,22 @@ def serve(args):
         return
     print(json.dumps(header(torch)), flush=True)
     key, a, b = None, None, None
+    attention = {}  # (inputs, kind, impl, causal, affine_n) -> AttentionCase
     for line in sys.stdin:
         if not line.strip():
             break
         try:
             request = json.loads(line)
             if request.get("op") == "train":
-                from torch_train_reference import serve_train
+                from torch_train_reference import serve_train  # imported on first use: it imports torch
 
                 reply = serve_train(request)
+            elif request.get("op") == "attention":
+                case = (request["inputs"], request["kind"], request["impl"], request.get("causal", True),
+                        request.get("affine_n", "visible"))
+                if case not in attention:
+                    attention[case] = AttentionCase(torch, request)
+                reply = attention[case].timed(int(request.get("runs", 1)))
             elif request.get("op") == "matmul":
                 shape = (request["m"], request["n"], request["k"], request["dtype"])
                 if shape != key:

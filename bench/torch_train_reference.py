@@ -1,11 +1,11 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """An eager PyTorch version of cotan's distillation step, for `cotan bench train --torch`.
 
 The models are Llama-style decoders written the way eager PyTorch code usually is (HF
 transformers' eager LlamaAttention of the torch 1.x era): embedding, RMSNorm, RoPE on split
 halves, GQA through repeat_kv, SwiGLU and an untied head, with the attention kinds of
 docs/attention.md, composed from ordinary ops (softmax, sink, affine, gated, affine_gated; the
-Debian torch 1.13 has no F.scaled_dot_product_attention). One training step is:
+same code runs on torch 1.13, which has no F.scaled_dot_product_attention). One training step is:
 
     teacher logits under torch.no_grad (evaluation mode, frozen)
     student forward, fkl KD loss (F.kl_div on log-softmaxes, tau^2 / tokens), backward
@@ -14,15 +14,22 @@ Debian torch 1.13 has no F.scaled_dot_product_attention). One training step is:
 all in f32 on the CPU. Parameter names are the HF names cotan uses, so cotan's weights load
 as they are (load_safetensors), and the same weights and batch give the same losses.
 
-Standalone, with Debian's interpreter and OpenBLAS's own kernel choice (BENCHMARKS.md):
+The "compiled" mode runs the teacher's and student's forward passes and the loss under
+torch.compile (inductor, which needs a C++ compiler; its cache lives in /tmp/torchinductor_$USER),
+the backward through the compiled graph's own backward, and the same eager clipping and AdamW.
+The first step compiles; time it only after a few warm-up steps.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE /usr/bin/python3 bench/torch_train_reference.py \\
-        --kind affine --batch 8 --seq-len 128 --steps 10 --threads 2
+Standalone, with the reference environment's interpreter (bench/setup-reference.sh) and the
+thread counts in the environment (BENCHMARKS.md):
 
-prints one JSON object {"torch", "threads", "kind", "batch", "seq_len", "ms", "tokens_per_s"}.
-On a busy machine add OMP_WAIT_POLICY=PASSIVE and OPENBLAS_NUM_THREADS=<threads> to the
-environment, as the bench does (see app/bench_train.cpp): spinning idle workers cost PyTorch most
-of its time when there are more runnable threads than cores.
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE MKL_NUM_THREADS=2 OMP_NUM_THREADS=2 \\
+        OPENBLAS_NUM_THREADS=2 ~/.cache/cotan/torchenv/bin/python bench/torch_train_reference.py \\
+        --kind affine --batch 8 --seq-len 128 --steps 10 --threads 2 [--compile]
+
+prints one JSON object {"torch", "threads", "kind", "mode", "batch", "seq_len", "ms", "tokens_per_s"}.
+On a busy machine add OMP_WAIT_POLICY=PASSIVE to the environment (see app/bench_train.cpp):
+spinning idle workers cost PyTorch most of its time when there are more runnable threads than
+cores.
 """
 
 import argparse
@@ -174,13 +181,16 @@ class CausalLM(nn.Module):
             if p.dim() == 2:
                 nn.init.normal_(p, std=INIT_STD)
 
-    def forward(self, ids):
-        t = ids.shape[1]
+    def prepare(self, t):
+        """Makes the tables for sequences of t tokens (before torch.compile traces forward)."""
         if t not in self.tables:
             cos, sin = rope_tables(t, self.config["hidden"] // self.config["heads"], self.config["theta"])
             mask = torch.full((t, t), float("-inf")).triu(1)
             self.tables[t] = (cos, sin, mask)
-        cos, sin, mask = self.tables[t]
+        return self.tables[t]
+
+    def forward(self, ids):
+        cos, sin, mask = self.prepare(ids.shape[1])
         x = self.model.embed_tokens(ids)
         for layer in self.model.layers:
             x = layer(x, cos, sin, mask)
@@ -225,7 +235,7 @@ class Trainer:
     """The frozen teacher, the student, its optimizer and one fixed batch."""
 
     def __init__(self, kind, batch, seq_len, phi="linear_clip", clip=1.0, lr=1e-3, temperature=1.0, weights=None,
-                 seed=0):
+                 seed=0, mode="eager"):
         if kind not in KINDS:
             raise ValueError(f"unknown attention kind {kind!r} (known: {', '.join(KINDS)})")
         torch.manual_seed(seed)
@@ -238,12 +248,23 @@ class Trainer:
             self.inputs = read_safetensors(weights["batch"])["inputs"].long()
         self.optimizer = adamw(self.student, lr)
         self.clip, self.temperature = clip, temperature
+        if mode not in ("eager", "compiled"):
+            raise ValueError(f"unknown mode {mode!r} (known: eager, compiled)")
+        self.loss = self.eager_loss
+        if mode == "compiled":
+            if not hasattr(torch, "compile"):
+                raise ValueError(f"torch {torch.__version__} has no torch.compile")
+            self.teacher.prepare(seq_len), self.student.prepare(seq_len)
+            self.loss = torch.compile(self.eager_loss)
+
+    def eager_loss(self, inputs):
+        with torch.no_grad():
+            teacher_logits = self.teacher(inputs)
+        return kd_fkl(self.student(inputs), teacher_logits, self.temperature)
 
     def step(self):
         """One optimizer step; returns (loss, grad norm before clipping)."""
-        with torch.no_grad():
-            teacher_logits = self.teacher(self.inputs)
-        loss = kd_fkl(self.student(self.inputs), teacher_logits, self.temperature)
+        loss = self.loss(self.inputs)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = torch.nn.utils.clip_grad_norm_(self.student.parameters(), self.clip)
@@ -267,14 +288,14 @@ _trainers = {}
 
 
 def serve_train(request):
-    """A `serve` request {"op": "train", "kind", "batch", "seq_len", "steps"[, "phi", "weights"]}
-    (weights: {"teacher", "student", "batch"} safetensors paths) runs `steps` timed steps on a
-    trainer kept between requests of the same settings."""
-    phi = request.get("phi", "linear_clip")
-    key = (request["kind"], phi, request["batch"], request["seq_len"], json.dumps(request.get("weights")))
+    """A `serve` request {"op": "train", "kind", "batch", "seq_len", "steps"[, "phi", "mode",
+    "weights"]} (mode: eager or compiled; weights: {"teacher", "student", "batch"} safetensors
+    paths) runs `steps` timed steps on a trainer kept between requests of the same settings."""
+    phi, mode = request.get("phi", "linear_clip"), request.get("mode", "eager")
+    key = (request["kind"], phi, mode, request["batch"], request["seq_len"], json.dumps(request.get("weights")))
     if key not in _trainers:
         _trainers[key] = Trainer(request["kind"], request["batch"], request["seq_len"], phi,
-                                 weights=request.get("weights"))
+                                 weights=request.get("weights"), mode=mode)
     return _trainers[key].timed_steps(int(request.get("steps", 1)))
 
 
@@ -287,14 +308,16 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--compile", action="store_true", help="the forward passes and loss under torch.compile")
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    trainer = Trainer(args.kind, args.batch, args.seq_len, args.phi)
+    mode = "compiled" if args.compile else "eager"
+    trainer = Trainer(args.kind, args.batch, args.seq_len, args.phi, mode=mode)
     trainer.timed_steps(args.warmup)
     median = statistics.median(trainer.timed_steps(args.steps)["seconds"])
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "kind": args.kind,
-                      "batch": args.batch, "seq_len": args.seq_len, "ms": median * 1e3,
+                      "mode": mode, "batch": args.batch, "seq_len": args.seq_len, "ms": median * 1e3,
                       "tokens_per_s": args.batch * args.seq_len / median}))
 
 

@@ -60,4 +60,67 @@ PY
     > /dev/null 2> "$STDERR" || fail "bench matmul --device cuda --tf32 failed: $(cat "$STDERR")"
 }
 
+# What the benches with a PyTorch side report about the machine and the reference, read from their
+# JSON at tiny sizes (no time is asserted), without a reference environment: the host, the
+# measured FMA peak and each figure's fraction of it; with --torch, the fallback warning, and
+# then either the fallback's description (where /usr/bin/python3 has torch) or one error line.
+case_reference_fields() {
+  check_json() {  # WHAT FILE PYTHON_CONDITION
+    python3 - "$2" "$3" <<'PY' || fail "$1: $(cat "$2")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+host = r["host"]
+ok = isinstance(host["cpu"], str) and len(host["load_average"]) == 3 and host["threads"] >= 1
+sys.exit(0 if ok and eval("(" + sys.argv[2] + ")", {"r": r}) else 1)
+PY
+  }
+  # With --torch and no reference environment: the warning, then a description or an error.
+  check_fallback() {  # WHAT ARGS...
+    what=$1
+    shift
+    if COTAN_TORCH_ENV=$WORK/no-env "$@" --json > "$STDOUT" 2> "$STDERR"; then
+      check_json "$what" "$STDOUT" 'r["torch"]["fallback"] is True and isinstance(r["torch"]["blas"], str) and
+        r["torch"]["threads"] >= 1 and r["torch"]["python"] == "/usr/bin/python3"'
+    else
+      grep -q 'PyTorch is not available' "$STDERR" || fail "$what: $(cat "$STDERR")"
+    fi
+    grep -q "warning: no PyTorch reference environment at $WORK/no-env (bench/setup-reference.sh" "$STDERR" ||
+      fail "$what: no fallback warning: $(cat "$STDERR")"
+  }
+
+  "$COTAN" bench matmul --sizes 32,16x8x24 --dtypes f32,f64 --repeat 1 --json > "$STDOUT" 2> "$STDERR" ||
+    fail "bench matmul failed: $(cat "$STDERR")"
+  check_json "bench matmul" "$STDOUT" 'r["torch"] is None and r["fma_peak"]["gflops"] > 0 and
+    r["fma_peak"]["gflops_1_thread"] > 0 and r["fma_peak"]["isa"] in ("avx512", "avx2+fma", "scalar") and
+    all(x["fraction_of_peak"] > 0 for x in r["results"]) and len(r["results"]) == 4'
+  check_fallback "bench matmul --torch" "$COTAN" bench matmul --sizes 16 --dtypes f32 --repeat 1 --torch
+
+  "$COTAN" bench attention --seq-len 8 --batch-size 1 --heads 2 --dim 4 --repeat 1 --json > "$STDOUT" 2> "$STDERR" ||
+    fail "bench attention failed: $(cat "$STDERR")"
+  check_json "bench attention" "$STDOUT" 'r["torch"] is None and r["config"]["threads"] >= 1'
+  check_fallback "bench attention --torch" "$COTAN" bench attention --seq-len 8 --batch-size 1 --heads 2 --dim 4 \
+    --repeat 1 --torch
+
+  # bench train runs PyTorch when it can: without a reference environment it warns, then runs the
+  # fallback or says why not.
+  COTAN_TORCH_ENV=$WORK/no-env "$COTAN" bench train --batch-size 1 --seq-len 8 --steps 1 --warmup 0 \
+    --torch-compile-warmup 1 --json > "$STDOUT" 2> "$STDERR" || fail "bench train failed: $(cat "$STDERR")"
+  check_json "bench train" "$STDOUT" '"ratio_compiled" in r and (r["torch"] is None and "note" in r or
+    r["torch"]["fallback"] is True and r["torch"]["threads"] >= 1)'
+  grep -q "warning: no PyTorch reference environment at $WORK/no-env" "$STDERR" ||
+    fail "bench train: no fallback warning: $(cat "$STDERR")"
+
+  # A --torch-python that is not there is one line naming the option.
+  "$COTAN" bench matmul --sizes 16 --repeat 1 --torch --torch-python "$WORK/nothing" > "$STDOUT" 2> "$STDERR" &&
+    fail "bench matmul --torch-python $WORK/nothing succeeded"
+  grep -qx "cotan: \[bench\] --torch-python $WORK/nothing is not an executable file" "$STDERR" ||
+    fail "bench matmul --torch-python: $(cat "$STDERR")"
+
+  # The reference scripts parse (CI has no torch to run them).
+  for script in torch_reference.py torch_train_reference.py; do
+    python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$(dirname "$0")/../../bench/$script" ||
+      fail "bench/$script does not parse"
+  done
+}
+
 run_case
