@@ -47,6 +47,8 @@ void add_training_options(po::options_description& opts, train::TrainConfig& c, 
       "temperature", po::value(&c.loss.temperature)->default_value(c.loss.temperature, shown(c.loss.temperature)), "KD temperature")(
       "kd-ratio", po::value(&c.loss.kd_ratio)->default_value(c.loss.kd_ratio, shown(c.loss.kd_ratio)), "weight of KD against cross-entropy")(
       "slice-teacher-vocab", po::bool_switch(&c.loss.slice_teacher_vocab), "drop a larger teacher vocabulary's extra rows")(
+      "no-fused-head", "compute both models' whole logits before the loss, instead of the heads inside the loss in "
+                       "chunks of rows")(
       "eval-every", po::value(&c.eval_every)->default_value(c.eval_every), "evaluate every N steps (0: at the end)")(
       "checkpoint-every", po::value(&c.checkpoint_every)->default_value(c.checkpoint_every),
       "checkpoint every N steps (0: at the end)")(
@@ -234,6 +236,7 @@ int cmd_pretrain(const Args& args) {
     return 0;
   }
   check_training_options(c, seed);
+  c.fused_head = vm.count("no-fused-head") == 0;
   check_integer("steps", c.steps, 1);
   check_integer("stop-after", c.stop_after, 0, kNoLimit, "0: run to the end");
   if (vm.count("overwrite")) c.existing = train::ExistingRun::move_aside;
@@ -325,6 +328,7 @@ int cmd_distill(const Args& args) {
     return 0;
   }
   check_training_options(s.train, seed);
+  s.train.fused_head = vm.count("no-fused-head") == 0;
   check_integer("teacher-steps", s.teacher_steps, 0);
   check_integer("steps", s.student_steps, 1);
   check_integer("seeds", s.seeds, 1, 1000);

@@ -5,6 +5,7 @@
 //   cached attention  nn::cached_attention (nn/kv_cache.hpp), inference only
 //   rows        nn::rms_norm, nn::swiglu, nn::rope (nn/fused.hpp)
 //   KD loss     train::distill_loss, train::cross_entropy (train/losses.hpp)
+//   head loss   train::head_loss: the LM heads and the KD loss, chunk by chunk (train/losses.hpp)
 //   AdamW       train::adamw_update, train::global_norm (train/optim.hpp)
 // and a composed version from primitive ops next to it, the oracle of its tests. The kernels may
 // assume what the op checked; what each one reads and writes is stated below. Every result is a
@@ -154,6 +155,33 @@ struct KdLossResult {
 //             new buffer. It may be the student logits themselves: each row is read before any
 //             of its columns is overwritten, so no [N, V] buffer is allocated.
 // Returns after the loss values are on the host.
+
+// ---- head loss: the LM heads and the KD loss, chunk by chunk ----
+
+// Arguments of Backend::head_loss, checked by the op (train::head_loss):
+//   hidden          [N, Ds] the student's final hidden states (after the last norm), floating
+//   head            [V, Ds] the student's output projection (the embedding when tied), hidden's dtype
+//   teacher_hidden  [N, Dt] and teacher_head [Vt, Dt], Vt >= V: the teacher's; undefined when
+//                   kd_ratio = 0 (cross-entropy alone)
+//   targets         [N] i32 or i64, or undefined (then kd_ratio is 1)
+//   count           the counted (not ignored) tokens of all N rows: every chunk's loss and
+//                   gradient are scaled to the mean over them
+//   chunk_rows      rows per chunk (>= 1): at most chunk_rows x V logits of each model exist
+// Contiguous or not; one device.
+struct HeadLossSpec {
+  Tensor hidden, head, teacher_hidden, teacher_head, targets;
+  int64_t count = 0;
+  int64_t chunk_rows = 256;
+};
+
+// The loss parts as KdLossResult (means over the counted tokens), and with want_grad
+//   d_hidden [N, Ds] = G W,  d_head [V, Ds] = sum over chunks, in chunk order, of G_c^T H_c
+// with G the gradient of the total with respect to the student logits, in hidden's dtype.
+struct HeadLossResult {
+  double total = 0, kd = 0, ce = 0, teacher_entropy = 0;
+  int64_t tokens = 0;
+  Tensor d_hidden, d_head;
+};
 
 // ---- AdamW ----
 

@@ -247,6 +247,14 @@ class Backend {
     no_kernel("kd_loss");
   }
 
+  // The LM heads and the KD loss in chunks of rows (arguments in tensor/fused_ops.hpp): for each
+  // chunk, the student's and the teacher's logits (matmul), the loss and its gradient written
+  // over the student's chunk (kd_loss), then d_hidden = G W and d_head += G^T H. Neither model's
+  // [N, V] logits ever exist. Chunks run in order and each GEMM is deterministic, so the result
+  // has the same bits whatever the thread count. This default runs on any backend with matmul
+  // and kd_loss kernels (cuBLAS and the fused row kernel on CUDA); a backend may override it.
+  virtual HeadLossResult head_loss(const HeadLossSpec& spec, const KdLossConfig& config, bool want_grad);
+
   // AdamW: p, g, m, v contiguous, one shape, all f32 or all f64 (s narrowed to it).
   virtual AdamWTensors adamw_update(const Tensor& /*p*/, const Tensor& /*g*/, const Tensor& /*m*/,
                                     const Tensor& /*v*/, const AdamWScalars<double>&) {

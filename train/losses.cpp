@@ -206,6 +206,115 @@ Tensor cross_entropy(Tensor&& logits, const Tensor& targets) {
   return distill_loss(std::move(logits), Tensor(), targets, cross_entropy_config()).total;
 }
 
+// ---- the heads fused into the loss ----
+
+namespace {
+
+// hidden as [N, D], checked: floating, 2-d or 3-d.
+Tensor flat_hidden(const Tensor& hidden, const char* name) {
+  check(hidden.defined(), kOp, name, " is undefined");
+  check(is_floating(hidden.dtype()), kOp, name, " must be floating, got ", hidden.dtype());
+  check(hidden.dim() == 2 || hidden.dim() == 3, kOp, name, " must be [N, D] or [B, T, D], got ",
+        to_string(hidden.shape()));
+  return reshape(hidden, {hidden.numel() / std::max<int64_t>(hidden.size(-1), 1), hidden.size(-1)});
+}
+
+void check_head(const Tensor& head, const Tensor& hidden, const char* head_name, const char* hidden_name) {
+  check(head.defined(), kOp, head_name, " is undefined");
+  if (head.dim() != 2 || head.size(1) != hidden.size(-1))
+    fail(kOp, head_name, " must be [V, ", hidden.size(-1), "] for ", hidden_name, " ", to_string(hidden.shape()),
+         ", got ", to_string(head.shape()));
+  check(head.device() == hidden.device(), kOp, head_name, " is on ", to_string(head.device()), ", ", hidden_name,
+        " on ", to_string(hidden.device()));
+  check(head.dtype() == hidden.dtype(), kOp, head_name, " is ", head.dtype(), ", ", hidden_name, " is ",
+        hidden.dtype());
+}
+
+}  // namespace
+
+LossParts head_loss(const Tensor& hidden, const Tensor& head, const Tensor& teacher_hidden, const Tensor& teacher_head,
+                    const Tensor& targets, const LossConfig& config, int64_t chunk_rows) {
+  check(chunk_rows >= 1, kOp, "head chunk rows must be positive, got ", chunk_rows);
+  const Tensor h = flat_hidden(hidden, "student hidden states");
+  check_head(head, hidden, "student head", "student hidden states");
+  check_config(config);
+  const int64_t vocab = head.size(0), rows = h.size(0);
+  check(vocab > 0, kOp, "student head ", to_string(head.shape()), " has an empty vocabulary");
+  const bool want_kd = config.kd_ratio > 0, want_ce = config.kd_ratio < 1;
+  Tensor th;
+  if (want_kd) {
+    check(teacher_hidden.defined() && teacher_head.defined(), kOp,
+          "the KD loss needs the teacher's hidden states and head (kd_ratio is ", config.kd_ratio, ")");
+    th = flat_hidden(teacher_hidden, "teacher hidden states");
+    check_head(teacher_head, teacher_hidden, "teacher head", "teacher hidden states");
+    check(teacher_hidden.device() == hidden.device(), kOp, "student hidden states on ", to_string(hidden.device()),
+          " and teacher hidden states on ", to_string(teacher_hidden.device()));
+    if (teacher_hidden.dim() != hidden.dim() || leading(teacher_hidden) != leading(hidden))
+      fail(kOp, "teacher hidden states ", to_string(teacher_hidden.shape()), " do not match the student hidden states ",
+           to_string(hidden.shape()));
+    const int64_t teacher_vocab = teacher_head.size(0);
+    if (teacher_vocab > vocab && !config.slice_teacher_vocab)
+      fail(kOp, "teacher vocabulary ", teacher_vocab, " is larger than the student's ", vocab,
+           " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
+    check(teacher_vocab >= vocab, kOp, "teacher vocabulary ", teacher_vocab, " is smaller than the student's ", vocab);
+  }
+  Tensor flat_targets;
+  int64_t count = rows;
+  if (targets.defined()) {
+    check(is_integral(targets.dtype()), kOp, "targets must be i32 or i64, got ", targets.dtype());
+    if (targets.shape() != leading(hidden))
+      fail(kOp, "targets ", to_string(targets.shape()), " do not match the student hidden states ",
+           to_string(hidden.shape()));
+    flat_targets = reshape(targets, {rows});
+    const std::vector<int64_t> ids = flat_targets.to_vector<int64_t>();
+    count = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = ids[size_t(r)];
+      if (t == kIgnoreIndex) continue;
+      if (t < 0 || t >= vocab)
+        fail(kOp, "target ", t, " at token ", r, " is outside the student's vocabulary of ", vocab,
+             " (ignored tokens are ", kIgnoreIndex, ")");
+      ++count;
+    }
+  } else {
+    check(!want_ce, kOp, "cross-entropy needs targets (kd_ratio is ", config.kd_ratio, ")");
+  }
+  const bool differentiate = grad_enabled() && (hidden.tracked() || head.tracked());
+  HeadLossSpec spec;
+  spec.hidden = h.detach();
+  spec.head = head.detach();
+  spec.teacher_hidden = th.defined() ? th.detach() : th;
+  spec.teacher_head = th.defined() ? teacher_head.detach() : Tensor();
+  spec.targets = flat_targets;
+  spec.count = count;
+  spec.chunk_rows = chunk_rows;
+  const HeadLossResult v = backend(hidden.device()).head_loss(spec, config, differentiate);
+  const DType dtype = compute_dtype(hidden.dtype());
+  const Device device = hidden.device();
+  LossParts parts{scalar(v.total, dtype, device), scalar(v.kd, dtype, device), scalar(v.ce, dtype, device),
+                  scalar(v.teacher_entropy, dtype, device), count};
+  if (differentiate) {
+    const Tensor d_hidden = reshape(v.d_hidden, hidden.shape()), d_head = v.d_head;
+    parts.total = record("head_loss", parts.total, {hidden, head, teacher_hidden, teacher_head, targets},
+                         [d_hidden, d_head](const Tensor& g) {
+                           return std::vector{scale_cotangent(d_hidden, g), scale_cotangent(d_head, g), Tensor(),
+                                              Tensor(), Tensor()};
+                         });
+  }
+  return parts;
+}
+
+LossParts head_loss_composed(const Tensor& hidden, const Tensor& head, const Tensor& teacher_hidden,
+                             const Tensor& teacher_head, const Tensor& targets, const LossConfig& config) {
+  const Tensor student_logits = matmul(hidden, transpose(head));
+  Tensor teacher_logits;
+  if (config.kd_ratio > 0) {
+    NoGrad no_grad;
+    teacher_logits = matmul(teacher_hidden, transpose(teacher_head));
+  }
+  return distill_loss_composed(student_logits, teacher_logits, targets, config);
+}
+
 // ---- composed ----
 
 LossParts distill_loss_composed(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,

@@ -110,6 +110,25 @@ LossParts distill_loss(Tensor&& student_logits, const Tensor& teacher_logits, co
 LossParts distill_loss_composed(const Tensor& student_logits, const Tensor& teacher_logits, const Tensor& targets,
                                 const LossConfig& config = {});
 
+// The LM heads fused into the loss (Backend::head_loss, tensor/fused_ops.hpp): the same parts as
+// distill_loss on student logits hidden W^T and teacher logits teacher_hidden teacher_head^T,
+// computed chunk_rows rows at a time, so neither model's [N, V] logits are ever allocated:
+//   hidden          [N, Ds] or [B, T, Ds], the student's final hidden states (after the last norm)
+//   head            [V, Ds], the student's output projection (the embedding matrix when tied:
+//                   its gradient then adds to the embedding's)
+//   teacher_hidden  [N, Dt] or [B, T, Dt], and teacher_head [Vt, Dt], Vt >= V (the first V rows
+//                   with slice_teacher_vocab); undefined for cross-entropy alone (kd_ratio = 0)
+// total is differentiable with respect to hidden and head (both gradients are computed in the
+// forward pass, chunk by chunk: d_head sums the chunks in order, so the bits do not depend on the
+// thread count); the teacher is a constant. Errors name the tensors and their shapes.
+inline constexpr int64_t kHeadChunkRows = 256;
+LossParts head_loss(const Tensor& hidden, const Tensor& head, const Tensor& teacher_hidden,
+                    const Tensor& teacher_head, const Tensor& targets, const LossConfig& config = {},
+                    int64_t chunk_rows = kHeadChunkRows);
+// The composed form: distill_loss_composed on the two heads' whole logits; the oracle.
+LossParts head_loss_composed(const Tensor& hidden, const Tensor& head, const Tensor& teacher_hidden,
+                             const Tensor& teacher_head, const Tensor& targets, const LossConfig& config = {});
+
 // Mean next-token cross-entropy over non-ignored tokens (the fused kernel with kd_ratio = 0).
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
 Tensor cross_entropy(Tensor&& logits, const Tensor& targets);  // donating the logits

@@ -281,6 +281,7 @@ Json train_settings(const TrainConfig& c, bool distill) {
   j["device"] = to_string(c.device);
   j["dtype"] = std::string(dtype_name(c.compute_dtype));
   if (c.tf32) j["tf32"] = true;  // only when set: the settings of earlier runs stay valid
+  if (!c.fused_head) j["fused_head"] = false;  // likewise: the default is the fused head
   return j;
 }
 
@@ -354,7 +355,30 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 }
 
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
-                                          const nn::State& st, const Batch& batch, const LossConfig& loss) {
+                                          const nn::State& st, const Batch& batch, const LossConfig& loss,
+                                          bool fused_head) {
+  if (fused_head) {
+    auto [hidden, next] = student.hidden(batch.inputs, ps, st);
+    if (!teacher.model) {
+      LossConfig ce = loss;
+      ce.kd_ratio = 0;
+      LossParts parts;  // only the total and the CE, as the unfused path
+      parts.total = head_loss(hidden, student.head_weight(ps), Tensor(), Tensor(), batch.targets, ce).total;
+      parts.ce = parts.total.detach();
+      return {std::move(parts), std::move(next)};
+    }
+    Tensor teacher_hidden;
+    if (loss.kd_ratio > 0) {
+      NoGrad no_grad;
+      nn::State tst = teacher.state ? *teacher.state : teacher.model->init_state();
+      tst.training = false;
+      teacher_hidden = teacher.model->hidden(batch.inputs, *teacher.params, tst).first;
+    }
+    LossParts parts = head_loss(hidden, student.head_weight(ps), teacher_hidden,
+                                loss.kd_ratio > 0 ? teacher.model->head_weight(*teacher.params) : Tensor(),
+                                batch.targets, loss);
+    return {std::move(parts), std::move(next)};
+  }
   Tensor logits;
   nn::State next;
   std::tie(logits, next) = student.apply(batch.inputs, ps, st);
@@ -369,7 +393,8 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
 }
 
 EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
-                    const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss) {
+                    const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss,
+                    bool fused_head) {
   NoGrad no_grad;
   nn::State st = state;
   st.training = false;
@@ -381,7 +406,7 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
   if (batches.empty()) return r;
   if (teacher.model) r.kd = 0.0;
   for (const Batch& b : batches) {
-    const LossParts parts = objective(student, teacher, params, st, b, both).first;
+    const LossParts parts = objective(student, teacher, params, st, b, both, fused_head).first;
     r.ce += parts.ce.item<double>() / double(batches.size());
     if (teacher.model) *r.kd += parts.kd.item<double>() / double(batches.size());
   }
@@ -407,12 +432,12 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
     auto [value, g] = nn::value_and_grad([&](const nn::Params& p) {
       const DType master = p.begin()->second.dtype();
       if (config.compute_dtype == master) {
-        std::tie(parts, next) = objective(student, teacher, p, state, batch, config.loss);
+        std::tie(parts, next) = objective(student, teacher, p, state, batch, config.loss, config.fused_head);
       } else {
         // Mixed precision: buffers (moving averages) stay in the master dtype between steps.
         nn::State st2;
         std::tie(parts, st2) = objective(student, teacher, nn::cast(p, config.compute_dtype),
-                                         nn::cast(state, config.compute_dtype), batch, config.loss);
+                                         nn::cast(state, config.compute_dtype), batch, config.loss, config.fused_head);
         next = nn::cast(st2, master);
       }
       return parts.total;
@@ -572,7 +597,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     bool last = step + 1 == config.steps;
     if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
       EvalRecord e = evaluate(student, nn::cast(params, config.compute_dtype), nn::cast(state, config.compute_dtype),
-                              teacher, val, config.loss);
+                              teacher, val, config.loss, config.fused_head);
       e.step = step;
       result.evals.push_back(e);
       row.eval = e;

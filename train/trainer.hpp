@@ -79,6 +79,9 @@ struct TrainConfig {
   // f32 matmuls round their operands to TF32 on tensor cores (cuBLAS; CUDA devices only): for the
   // length of fit(). The emulator's matmul stays exact f32.
   bool tf32 = false;
+  // The LM heads run inside the loss, in chunks of rows (train::head_loss): no [N, V] logits of
+  // either model exist. false: the models' whole logits, then distill_loss (--no-fused-head).
+  bool fused_head = true;
 };
 
 struct Teacher {
@@ -177,10 +180,12 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 // forward pass on batch.inputs from (ps, st), then the KD loss against the teacher's logits
 // (the teacher in evaluation mode under no_grad) or, when teacher.model is null, the
 // cross-entropy. parts.total carries the gradient to ps; st' is the student's new State (training
-// mode updates its buffers, evaluation mode returns them unchanged). The student's logits are
-// donated to the loss. The training step and evaluate() both call it.
+// mode updates its buffers, evaluation mode returns them unchanged). With fused_head the heads
+// run inside the loss (train::head_loss) on both models' final hidden states; otherwise the
+// student's logits are donated to distill_loss. The training step and evaluate() both call it.
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
-                                          const nn::State& st, const Batch& batch, const LossConfig& loss);
+                                          const nn::State& st, const Batch& batch, const LossConfig& loss,
+                                          bool fused_head = true);
 
 // One optimizer step, the body of fit's loop: for each of config.grad_accum micro-batches from
 // next_batch, the objective's value and gradient (in config.compute_dtype); then the averaged
@@ -196,6 +201,7 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
 // Mean KD loss, CE and perplexity over the validation batches: the objective in evaluation mode,
 // no gradients, whatever the training mix of KD and CE (kd_ratio).
 EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
-                    const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss);
+                    const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss,
+                    bool fused_head = true);
 
 }  // namespace cotan::train

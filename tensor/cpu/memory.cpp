@@ -1,5 +1,6 @@
 // CPU memory kernels: allocate (64-byte aligned, blocks of 64 KiB and more cached by size), assign (strided
 // copy with dtype conversion), fill, arange and random (Philox, layout in tensor/random.hpp).
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -86,21 +87,42 @@ void* aligned_block(size_t bytes) {
   return block;
 }
 
+// The statistics of tensor memory (cpu_memory_stats): bytes in tensors now, the most at once and
+// the largest single tensor since the last reset.
+std::atomic<size_t> in_use{0}, peak_in_use{0}, largest{0};
+
+void note_allocation(size_t nbytes) {
+  const size_t now = in_use.fetch_add(nbytes) + nbytes;
+  for (size_t seen = peak_in_use.load(); now > seen && !peak_in_use.compare_exchange_weak(seen, now);) {}
+  for (size_t seen = largest.load(); nbytes > seen && !largest.compare_exchange_weak(seen, nbytes);) {}
+}
+
 }  // namespace
 
 void release_cached_memory() { block_cache().release(); }
 size_t cached_memory_bytes() { return block_cache().bytes(); }
 
+CpuMemoryStats cpu_memory_stats() { return {in_use.load(), peak_in_use.load(), largest.load()}; }
+void reset_cpu_memory_peak() {
+  peak_in_use.store(in_use.load());
+  largest.store(0);
+}
+
 std::shared_ptr<Storage> CpuBackend::allocate(size_t nbytes) {
+  note_allocation(nbytes);
   if (nbytes < kCachedBlockBytes) {
     void* block = aligned_block(round_up(std::max<size_t>(nbytes, 1), kAlignment));
-    return std::make_shared<Storage>(block, nbytes, Device::cpu(), [](void* p, size_t) { std::free(p); });
+    return std::make_shared<Storage>(block, nbytes, Device::cpu(), [](void* p, size_t n) {
+      std::free(p);
+      in_use.fetch_sub(n);
+    });
   }
   size_t bytes = cached_size(nbytes);
   void* block = block_cache().take(bytes);
   if (!block) block = aligned_block(bytes);
-  return std::make_shared<Storage>(block, nbytes, Device::cpu(), [bytes](void* p, size_t) {
+  return std::make_shared<Storage>(block, nbytes, Device::cpu(), [bytes](void* p, size_t n) {
     if (!block_cache().give(p, bytes)) std::free(p);
+    in_use.fetch_sub(n);
   });
 }
 

@@ -19,4 +19,15 @@ void release_cached_memory();
 // Bytes held in the cache, not in use by any tensor.
 size_t cached_memory_bytes();
 
+// Tensor memory on the CPU, in requested bytes (the cache's blocks not counted): what tests and
+// memory estimates compare with.
+struct CpuMemoryStats {
+  size_t in_use = 0;       // bytes of the tensors alive now
+  size_t peak_in_use = 0;  // the most at once since the start or the last reset
+  size_t largest = 0;      // the largest single tensor allocated since the last reset
+};
+CpuMemoryStats cpu_memory_stats();
+// Starts the peak over from what is in use now, and the largest tensor from 0.
+void reset_cpu_memory_peak();
+
 }  // namespace cotan::cpu

@@ -138,4 +138,26 @@ case_distill_progress() {
   grep -qF "student 1/1 sink  step 4/4" "$ROOT/log.txt" || fail "no plain line in the log: $(cat "$ROOT/log.txt")"
 }
 
+
+# --no-fused-head: the whole logits, then the loss; the default runs the heads inside the loss in
+# chunks. Both give the same losses (to f32 rounding), pretraining and distilling, and the setting
+# is recorded in the run's config only when it is not the default.
+case_fused_head() {
+  for command in pretrain distill; do
+    $command --run-dir "$WORK/$command-fused" > /dev/null 2> "$STDERR" || fail "$command failed: $(cat "$STDERR")"
+    $command --run-dir "$WORK/$command-whole" --no-fused-head > /dev/null 2> "$STDERR" ||
+      fail "$command --no-fused-head failed: $(cat "$STDERR")"
+    fused=$(find "$WORK/$command-fused" -name metrics.jsonl | sort | tail -1)
+    whole=$(find "$WORK/$command-whole" -name metrics.jsonl | sort | tail -1)
+    sed 's/.*"loss":\([^,]*\),.*/\1/' "$fused" > "$WORK/fused.txt"
+    sed 's/.*"loss":\([^,]*\),.*/\1/' "$whole" > "$WORK/whole.txt"
+    paste "$WORK/fused.txt" "$WORK/whole.txt" |
+      awk '{ n++; d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; if (d > 1e-5 * s + 1e-12) bad++ }
+           END { exit (n == 0 || bad > 0) }' ||
+      fail "$command: the fused head's losses differ: $(paste "$fused" "$whole" | head -3)"
+    grep -rqs '"fused_head": *false' "$WORK/$command-whole" || fail "$command: --no-fused-head is not recorded"
+    ! grep -rqs '"fused_head"' "$WORK/$command-fused" || fail "$command: the default is recorded"
+  done
+}
+
 run_case
