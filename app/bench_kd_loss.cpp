@@ -21,6 +21,7 @@
 #include <limits>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -115,6 +116,105 @@ std::string json_optional(const std::optional<double>& v, double scale) {
 
 }  // namespace
 
+// --fused-head: the heads with the loss (see the header).
+int bench_head_loss(const po::variables_map& vm, const train::LossConfig& config, Device device) {
+  const bool json = vm.count("json") > 0;
+  const int64_t tokens = vm["tokens"].defaulted() ? 8192 : vm["tokens"].as<int64_t>();
+  const int64_t vocab = vm["vocab"].defaulted() ? 151936 : vm["vocab"].as<int64_t>();
+  const int64_t dim = vm["hidden"].as<int64_t>(), chunk = vm["chunk-rows"].as<int64_t>();
+  const int repeat = vm["repeat"].as<int>();
+  const DType dtype = dtype_option(vm["dtype"].as<std::string>(), "bench kd-loss");
+  check(dtype == DType::f32 || dtype == DType::bf16, "--dtype", "bench kd-loss --fused-head takes f32 or bf16, got ",
+        dtype);
+  Generator gen(0);
+  const Tensor hidden = to(cast(randn({tokens, dim}, gen), dtype), device);
+  const Tensor head = to(cast(randn({vocab, dim}, gen) * (1.0 / std::sqrt(double(dim))), dtype), device);
+  const Tensor teacher_hidden = to(cast(randn({tokens, dim}, gen), dtype), device);
+  const Tensor teacher_head = to(cast(randn({vocab, dim}, gen) * (1.0 / std::sqrt(double(dim))), dtype), device);
+  const Tensor targets = to(randint({tokens}, 0, vocab, gen), device);
+
+  struct Entry {
+    const char* name;
+    std::function<void()> run;
+    std::vector<double> seconds;
+    std::optional<double> peak_bytes;
+  };
+  Tensor value_fused, value_composed, grad_fused, grad_composed;
+  auto with_grads = [&](auto&& loss, Tensor& value, Tensor& grad) {
+    Tensor h = track(hidden), w = track(head);
+    const train::LossParts parts = loss(h, w);
+    const std::vector<Tensor> g = gradients(parts.total, ones({}, parts.total.dtype(), device), {h, w});
+    value = parts.total.detach();
+    grad = g[0];
+  };
+  std::vector<Entry> entries;
+  entries.push_back({"fused-head", [&] {
+                       with_grads([&](const Tensor& h, const Tensor& w) {
+                         return train::head_loss(h, w, teacher_hidden, teacher_head, targets, config, chunk);
+                       }, value_fused, grad_fused);
+                     }, {}, {}});
+  entries.push_back({"composed-head", [&] {
+                       with_grads([&](const Tensor& h, const Tensor& w) {
+                         Tensor teacher_logits;
+                         {
+                           NoGrad no_grad;
+                           teacher_logits = matmul(teacher_hidden, transpose(teacher_head));
+                         }
+                         return train::distill_loss(matmul(h, transpose(w)), teacher_logits, targets, config);
+                       }, value_composed, grad_composed);
+                     }, {}, {}});
+  entries.push_back({"gemms", [&] {
+                       NoGrad no_grad;
+                       const Tensor s = matmul(hidden, transpose(head));
+                       const Tensor u = matmul(teacher_hidden, transpose(teacher_head));
+                       const Tensor dh = matmul(s, head), dw = matmul(transpose(u), hidden);
+                     }, {}, {}});
+  for (Entry& e : entries) e.run();  // warm-up
+  for (int r = 0; r < repeat; ++r)
+    for (Entry& e : entries) {
+      value_fused = value_composed = grad_fused = grad_composed = Tensor();
+      e.seconds.push_back(seconds_on(device, e.run));
+    }
+  entries[0].run();
+  entries[1].run();
+  const double value_diff = std::abs(value_fused.item<double>() - value_composed.item<double>());
+  const double grad_diff = max(abs(cast(grad_fused, DType::f64) - cast(grad_composed, DType::f64))).item<double>();
+  for (Entry& e : entries) {
+    value_fused = value_composed = grad_fused = grad_composed = Tensor();
+    e.peak_bytes = peak_extra_bytes_on(device, e.run);
+  }
+  const double logits_mib = double(tokens) * double(vocab) * double(dtype_size(dtype)) / kMiB;
+  const double gemm_ms = median(entries[2].seconds) * 1e3;
+  if (json) {
+    std::cout << "{\"mode\":\"fused-head\",\"tokens\":" << tokens << ",\"vocab\":" << vocab << ",\"hidden\":" << dim
+              << ",\"chunk_rows\":" << chunk << ",\"kind\":\"" << train::kd_loss_spec(config) << "\",\"dtype\":\""
+              << dtype_name(dtype) << "\",\"device\":\"" << to_string(device) << "\",\"threads\":" << num_threads()
+              << ",\"repeat\":" << repeat << ",\"logits_mib\":" << json_number(logits_mib);
+    for (const Entry& e : entries)
+      std::cout << ",\"" << e.name << "\":{\"ms\":" << json_number(median(e.seconds) * 1e3)
+                << ",\"over_gemms\":" << json_number(median(e.seconds) * 1e3 / gemm_ms)
+                << ",\"peak_mib\":" << json_optional(e.peak_bytes, kMiB) << "}";
+    std::cout << ",\"value_diff\":" << json_number(value_diff) << ",\"max_grad_diff\":" << json_number(grad_diff)
+              << "}\n";
+    return 0;
+  }
+  std::printf("LM heads + KD loss + gradients (hidden and head) on %s, %s, %lld tokens, vocab %lld, hidden %lld, %s, "
+              "chunks of %lld rows, %d threads, median of %d\n",
+              to_string(device).c_str(), std::string(dtype_name(dtype)).c_str(), static_cast<long long>(tokens),
+              static_cast<long long>(vocab), static_cast<long long>(dim), train::kd_loss_spec(config).c_str(),
+              static_cast<long long>(chunk), num_threads(), repeat);
+  std::printf("one model's [N, V] logits are %.1f MiB; gemms = the four head GEMMs alone, the floor\n\n", logits_mib);
+  std::printf("%-14s %12s %12s %18s\n", "variant", "ms", "/ gemms", "peak extra MiB");
+  for (const Entry& e : entries) {
+    std::printf("%-14s %12.2f %12.2f ", e.name, median(e.seconds) * 1e3, median(e.seconds) * 1e3 / gemm_ms);
+    if (e.peak_bytes) std::printf("%18.1f\n", *e.peak_bytes / kMiB);
+    else std::printf("%18s\n", "n/a");
+  }
+  std::printf("\nagreement with composed-head: |loss difference| %.3g, max |d hidden difference| %.3g\n", value_diff,
+              grad_diff);
+  return 0;
+}
+
 int bench_kd_loss(const Args& args) {
   po::options_description options("cotan bench kd-loss");
   options.add_options()
@@ -126,7 +226,12 @@ int bench_kd_loss(const Args& args) {
       ("temperature", po::value<double>()->default_value(1.0), "temperature tau")
       ("kd-ratio", po::value<double>()->default_value(1.0), "weight of KD against CE")
       ("repeat", po::value<int>()->default_value(5), "timed runs of each variant (the median is reported)")
-      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N");
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N")
+      ("fused-head", "time the LM heads with the loss from hidden states (train::head_loss) against the composed "
+                     "heads; --tokens and --vocab then default to 8192 and 151936")
+      ("hidden", po::value<int64_t>()->default_value(1024), "--fused-head: hidden size D of both models")
+      ("chunk-rows", po::value<int64_t>()->default_value(train::kHeadChunkRows), "--fused-head: rows per chunk")
+      ("dtype", po::value<std::string>()->default_value("f32"), "--fused-head: f32 or bf16");
   po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";
@@ -146,6 +251,10 @@ int bench_kd_loss(const Args& args) {
   config.temperature = vm["temperature"].as<double>();
   config.kd_ratio = vm["kd-ratio"].as<double>();
   const Device device = device_option(vm["device"].as<std::string>());
+  if (vm.count("fused-head")) {
+    check_integers(vm, {{"hidden", 1, int64_t(1) << 16}, {"chunk-rows", 1, int64_t(1) << 24}});
+    return bench_head_loss(vm, config, device);
+  }
 
   Generator gen(0);
   const Tensor student = to(randn({tokens, vocab}, gen, DType::f32) * 2.0, device);

@@ -26,6 +26,29 @@ sys.exit(1 if failed else 0)
 PY
 }
 
+# bench kd-loss --fused-head at 2048 tokens x 4096 vocab (32 MiB per model's logits): the heads
+# inside the loss add well under one model's logits, the composed heads more than both, and the
+# two agree.
+case_head_loss_memory() {
+  "$COTAN" bench kd-loss --fused-head --tokens 2048 --vocab 4096 --hidden 64 --repeat 1 --json > "$STDOUT" \
+    2> "$STDERR" || fail "bench kd-loss --fused-head failed: $(cat "$STDERR")"
+  python3 - "$STDOUT" <<'PY' || fail "$(cat "$STDOUT")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+if r["fused-head"]["peak_mib"] is None:
+    sys.exit(0)  # no /proc/self/clear_refs: memory cannot be measured here
+checks = {
+    "fused-head adds under half of one model's logits": r["fused-head"]["peak_mib"] < r["logits_mib"] / 2,
+    "composed-head adds both models' logits": r["composed-head"]["peak_mib"] >= 2 * r["logits_mib"],
+    "losses agree": r["value_diff"] < 1e-5,
+    "gradients agree": r["max_grad_diff"] < 1e-5,
+}
+failed = [name for name, ok in checks.items() if not ok]
+print("failed: " + ", ".join(failed) if failed else "ok")
+sys.exit(1 if failed else 0)
+PY
+}
+
 # bench attention's check of the fused kernels against the composed attention in f32: the CPU
 # kernels in f32, and the tensor-core kernels (bf16, d = 64 and 128) on cuda:0 through the emulator.
 case_attention_agreement() {
