@@ -20,14 +20,6 @@ namespace {
 
 constexpr const char* kOp = "attention";
 
-// x itself when contiguous, else a contiguous copy on the target.
-Tensor contiguous_on_target(const Tensor& x) {
-  if (!x.defined() || x.is_contiguous()) return x;
-  Tensor out = empty_tensor(x.shape(), x.dtype());
-  launch::assign(out, x);
-  return out;
-}
-
 // The core with its inputs contiguous on the target, checked for what the kernels take (the op
 // checked the shapes).
 AttentionSpec prepare(const AttentionSpec& in) {
@@ -45,11 +37,6 @@ AttentionSpec prepare(const AttentionSpec& in) {
   p.alpha_ma = contiguous_on_target(in.alpha_ma);
   p.sigma = contiguous_on_target(in.sigma);
   return p;
-}
-
-template <class T>
-const T* ptr_or_null(const Tensor& x) {
-  return x.defined() ? static_cast<const T*>(x.data_ptr()) : nullptr;
 }
 
 template <class T>

@@ -10,19 +10,6 @@ namespace {
 
 constexpr const char* kOp = "cached_attention";
 
-// x itself when contiguous, else a contiguous copy on the target (the cache is often a view).
-Tensor contiguous_on_target(const Tensor& x) {
-  if (!x.defined() || x.is_contiguous()) return x;
-  Tensor out = empty_tensor(x.shape(), x.dtype());
-  launch::assign(out, x);
-  return out;
-}
-
-template <class T>
-const T* ptr_or_null(const Tensor& x) {
-  return x.defined() ? static_cast<const T*>(x.data_ptr()) : nullptr;
-}
-
 }  // namespace
 
 namespace launch {

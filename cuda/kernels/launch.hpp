@@ -87,3 +87,21 @@ AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, con
 Tensor squared_norm(const std::vector<Tensor>& xs);
 
 }  // namespace cotan::COTAN_KERNELS::launch
+
+namespace cotan::COTAN_KERNELS {
+
+// Helpers of the fused launchers.
+// x itself when contiguous (or undefined), else a contiguous copy on the target.
+inline Tensor contiguous_on_target(const Tensor& x) {
+  if (!x.defined() || x.is_contiguous()) return x;
+  Tensor out = empty_tensor(x.shape(), x.dtype());
+  launch::assign(out, x);
+  return out;
+}
+// x's first element as a T*, or null when x is undefined (a kind's absent operand).
+template <class T>
+const T* ptr_or_null(const Tensor& x) {
+  return x.defined() ? static_cast<const T*>(x.data_ptr()) : nullptr;
+}
+
+}  // namespace cotan::COTAN_KERNELS

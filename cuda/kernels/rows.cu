@@ -13,14 +13,6 @@ namespace {
 // Blocks of the rms_norm backward: each group keeps a row of dweight partials (f64, D long).
 constexpr int64_t kMaxWeightBlocks = 256;
 
-// x itself when contiguous, else a contiguous copy on the target.
-Tensor contiguous_on_target(const Tensor& x) {
-  if (x.is_contiguous()) return x;
-  Tensor out = empty_tensor(x.shape(), x.dtype());
-  launch::assign(out, x);
-  return out;
-}
-
 template <class T>
 const T* in(const Tensor& t) {
   return static_cast<const T*>(t.data_ptr());
