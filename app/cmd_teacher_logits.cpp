@@ -146,12 +146,11 @@ int cmd_teacher_logits(const Args& args) {
   job.state.training = false;
 
   const train::ShardFiles shards = train::shard_files(data);
-  const std::optional<train::ShardTokenizer> teacher_tokenizer =
-      fs::exists(fs::path(teacher_dir) / "tokenizer.json")
-          ? std::optional(train::ShardTokenizer{text::Tokenizer::load(teacher_dir).hash(),
-                                                uint32_t(text::Tokenizer::load(teacher_dir).vocab_size())})
-          : std::nullopt;
-  fs::create_directories(out);
+  std::optional<train::ShardTokenizer> teacher_tokenizer;  // its tokenizer.json's, when it has one
+  if (fs::exists(fs::path(teacher_dir) / "tokenizer.json")) {
+    const text::Tokenizer t = text::Tokenizer::load(teacher_dir);
+    teacher_tokenizer = train::ShardTokenizer{t.hash(), uint32_t(t.vocab_size())};
+  }
 
   // What each shard needs, checked before the teacher runs.
   struct Todo {
@@ -200,6 +199,7 @@ int cmd_teacher_logits(const Args& args) {
       total += shard.size();
     }
   }
+  fs::create_directories(out);  // after every check: a refused run leaves nothing
   std::cout << "teacher: " << teacher_dir << " (vocabulary " << vocab << "), top-" << k << " at temperature "
             << temperature << ", windows of " << seq_len << "\n";
   if (skipped) std::cout << "kept " << skipped << " finished " << (skipped == 1 ? "file" : "files") << " in " << out << "\n";

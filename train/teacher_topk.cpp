@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "autograd/autograd.hpp"
+#include "tensor/cpu/parallel.hpp"
 #include "tensor/ops.hpp"
 #include "util/atomic_file.hpp"
 #include "util/checksum.hpp"
@@ -34,6 +35,7 @@ namespace {
 
 constexpr const char* kOp = "teacher-logits";
 constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr int64_t kSparseChunkRows = 16;  // rows per task of the sparse KL and of the top-k selection
 
 Shape leading(const Tensor& x) { return Shape(x.shape().begin(), x.shape().end() - 1); }
 
@@ -60,21 +62,25 @@ TopkTargets teacher_topk(const Tensor& teacher_logits, int64_t k, double tempera
   const std::vector<double> u = teacher_logits.detach().to_vector<double>();
   std::vector<int32_t> ids(static_cast<size_t>(rows * k));
   std::vector<double> logp(static_cast<size_t>(rows * k)), tail(static_cast<size_t>(rows));
-  std::vector<double> x(static_cast<size_t>(vocab));
-  std::vector<int64_t> index(static_cast<size_t>(vocab));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t v = 0; v < vocab; ++v) x[size_t(v)] = u[size_t(r * vocab + v)] / temperature;
-    std::iota(index.begin(), index.end(), int64_t(0));
-    const auto larger = [&](int64_t a, int64_t b) { return x[size_t(a)] > x[size_t(b)] || (x[size_t(a)] == x[size_t(b)] && a < b); };
-    if (k < vocab) std::nth_element(index.begin(), index.begin() + k, index.end(), larger);
-    std::sort(index.begin(), index.begin() + k, larger);
-    const double lse = log_sum_exp(x.data(), index, 0, size_t(vocab));
-    for (int64_t j = 0; j < k; ++j) {
-      ids[size_t(r * k + j)] = int32_t(index[size_t(j)]);
-      logp[size_t(r * k + j)] = x[size_t(index[size_t(j)])] - lse;
+  cpu::parallel_for(rows, kSparseChunkRows, [&](int64_t r0, int64_t r1) {
+    std::vector<double> x(static_cast<size_t>(vocab));
+    std::vector<int64_t> index(static_cast<size_t>(vocab));
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t v = 0; v < vocab; ++v) x[size_t(v)] = u[size_t(r * vocab + v)] / temperature;
+      std::iota(index.begin(), index.end(), int64_t(0));
+      const auto larger = [&](int64_t a, int64_t b) {
+        return x[size_t(a)] > x[size_t(b)] || (x[size_t(a)] == x[size_t(b)] && a < b);
+      };
+      if (k < vocab) std::nth_element(index.begin(), index.begin() + k, index.end(), larger);
+      std::sort(index.begin(), index.begin() + k, larger);
+      const double lse = log_sum_exp(x.data(), index, 0, size_t(vocab));
+      for (int64_t j = 0; j < k; ++j) {
+        ids[size_t(r * k + j)] = int32_t(index[size_t(j)]);
+        logp[size_t(r * k + j)] = x[size_t(index[size_t(j)])] - lse;
+      }
+      tail[size_t(r)] = log_sum_exp(x.data(), index, size_t(k), size_t(vocab)) - lse;
     }
-    tail[size_t(r)] = log_sum_exp(x.data(), index, size_t(k), size_t(vocab)) - lse;
-  }
+  });
   Shape ks = leading(teacher_logits), ts = leading(teacher_logits);
   ks.push_back(k);
   return {from_vector(ids, ks), cast(from_vector(logp, ks), dtype), cast(from_vector(tail, ts), dtype)};
@@ -124,9 +130,8 @@ LossParts sparse_distill_loss(const Tensor& student_logits, const TopkTargets& t
   const bool differentiate = grad_enabled() && student_logits.tracked();
   std::vector<double> grad(differentiate ? s.size() : 0);
   std::vector<double> row_kd(size_t(rows), 0), row_ce(size_t(rows), 0), row_h(size_t(rows), 0);
-  std::vector<char> counted(size_t(rows), 1), in_top(size_t(vocab), 0);
-  std::vector<double> x(static_cast<size_t>(vocab)), q(static_cast<size_t>(vocab));
-  std::vector<int64_t> all(static_cast<size_t>(vocab)), rest;
+  std::vector<char> counted(size_t(rows), 1);
+  std::vector<int64_t> all(static_cast<size_t>(vocab));
   std::iota(all.begin(), all.end(), int64_t(0));
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
@@ -142,58 +147,63 @@ LossParts sparse_distill_loss(const Tensor& student_logits, const TopkTargets& t
     }
     ++count;
   }
+  for (size_t j = 0; j < ids.size(); ++j)
+    if (ids[j] < 0 || ids[j] >= vocab)
+      fail(op, "teacher top-k id ", ids[j], " at token ", int64_t(j) / k, " is outside the student's vocabulary of ", vocab);
   const double per_token = count ? 1.0 / double(count) : 0;
-  for (int64_t r = 0; r < rows && count; ++r) {
-    if (!counted[size_t(r)]) continue;
-    const double* sr = s.data() + r * vocab;
-    double* gr = differentiate ? grad.data() + r * vocab : nullptr;
-    if (want_ce) {
-      const int64_t t = target_ids[size_t(r)];
-      double m = -kInf, sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) m = std::max(m, sr[v]);
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(sr[v] - m);
-      const double lse = m + std::log(sum);
-      row_ce[size_t(r)] = lse - sr[t];
-      if (gr) {
-        const double w = (1 - ratio) * per_token;
-        for (int64_t v = 0; v < vocab; ++v) gr[v] += w * (std::exp(sr[v] - lse) - (v == t ? 1.0 : 0.0));
+  // Rows in chunks on the CPU's threads, each with its own scratch; every row writes only its own
+  // gradient row and per-row values, summed in row order below (the same bits on any thread count).
+  cpu::parallel_for(count ? rows : 0, kSparseChunkRows, [&](int64_t r0, int64_t r1) {
+    std::vector<double> x(static_cast<size_t>(vocab)), q(static_cast<size_t>(vocab));
+    std::vector<char> in_top(static_cast<size_t>(vocab), 0);
+    std::vector<int64_t> rest;
+    for (int64_t r = r0; r < r1; ++r) {
+      if (!counted[size_t(r)]) continue;
+      const double* sr = s.data() + r * vocab;
+      double* gr = differentiate ? grad.data() + r * vocab : nullptr;
+      if (want_ce) {
+        const int64_t t = target_ids[size_t(r)];
+        double m = -kInf, sum = 0;
+        for (int64_t v = 0; v < vocab; ++v) m = std::max(m, sr[v]);
+        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(sr[v] - m);
+        const double lse = m + std::log(sum);
+        row_ce[size_t(r)] = lse - sr[t];
+        if (gr) {
+          const double w = (1 - ratio) * per_token;
+          for (int64_t v = 0; v < vocab; ++v) gr[v] += w * (std::exp(sr[v] - lse) - (v == t ? 1.0 : 0.0));
+        }
       }
+      if (!want_kd) continue;
+      const int32_t* ir = ids.data() + r * k;
+      const double* lr = logp.data() + r * k;
+      for (int64_t v = 0; v < vocab; ++v) x[size_t(v)] = sr[v] / tau;
+      const double lse = log_sum_exp(x.data(), all, 0, size_t(vocab));
+      rest.clear();
+      for (int64_t j = 0; j < k; ++j) in_top[size_t(ir[j])] = 1;
+      for (int64_t v = 0; v < vocab; ++v)
+        if (!in_top[size_t(v)]) rest.push_back(v);
+      const double log_qt = log_sum_exp(x.data(), rest, 0, rest.size()) - lse;
+      const double log_pt = tail[size_t(r)], p_t = std::exp(log_pt);
+      double kd = 0, h = 0, mass = p_t;
+      for (int64_t j = 0; j < k; ++j) {
+        const double p = std::exp(lr[j]);
+        if (p > 0) kd += p * (lr[j] - (x[size_t(ir[j])] - lse)), h -= p * lr[j];
+        mass += p;
+      }
+      if (p_t > 0) kd += p_t * (log_pt - log_qt), h -= p_t * log_pt;
+      row_kd[size_t(r)] = tau * tau * kd;
+      row_h[size_t(r)] = h;
+      if (gr) {
+        // dL/ds_v = tau (P q_v - p_v) on the top-k, tau q_v (P - p_T / q_T) on the tail.
+        const double w = ratio * per_token * tau;
+        const double tail_factor = p_t > 0 ? mass - std::exp(log_pt - log_qt) : mass;
+        for (int64_t v = 0; v < vocab; ++v) q[size_t(v)] = std::exp(x[size_t(v)] - lse);
+        for (int64_t v : rest) gr[v] += w * q[size_t(v)] * tail_factor;
+        for (int64_t j = 0; j < k; ++j) gr[ir[j]] += w * (mass * q[size_t(ir[j])] - std::exp(lr[j]));
+      }
+      for (int64_t j = 0; j < k; ++j) in_top[size_t(ir[j])] = 0;
     }
-    if (!want_kd) continue;
-    const int32_t* ir = ids.data() + r * k;
-    const double* lr = logp.data() + r * k;
-    for (int64_t v = 0; v < vocab; ++v) x[size_t(v)] = sr[v] / tau;
-    const double lse = log_sum_exp(x.data(), all, 0, size_t(vocab));
-    rest.clear();
-    for (int64_t j = 0; j < k; ++j) {
-      const int32_t id = ir[j];
-      if (id < 0 || id >= vocab)
-        fail(op, "teacher top-k id ", id, " at token ", r, " is outside the student's vocabulary of ", vocab);
-      in_top[size_t(id)] = 1;
-    }
-    for (int64_t v = 0; v < vocab; ++v)
-      if (!in_top[size_t(v)]) rest.push_back(v);
-    const double log_qt = log_sum_exp(x.data(), rest, 0, rest.size()) - lse;
-    const double log_pt = tail[size_t(r)], p_t = std::exp(log_pt);
-    double kd = 0, h = 0, mass = p_t;
-    for (int64_t j = 0; j < k; ++j) {
-      const double p = std::exp(lr[j]);
-      if (p > 0) kd += p * (lr[j] - (x[size_t(ir[j])] - lse)), h -= p * lr[j];
-      mass += p;
-    }
-    if (p_t > 0) kd += p_t * (log_pt - log_qt), h -= p_t * log_pt;
-    row_kd[size_t(r)] = tau * tau * kd;
-    row_h[size_t(r)] = h;
-    if (gr) {
-      // dL/ds_v = tau (P q_v - p_v) on the top-k, tau q_v (P - p_T / q_T) on the tail.
-      const double w = ratio * per_token * tau;
-      const double tail_factor = p_t > 0 ? mass - std::exp(log_pt - log_qt) : mass;
-      for (int64_t v = 0; v < vocab; ++v) q[size_t(v)] = std::exp(x[size_t(v)] - lse);
-      for (int64_t v : rest) gr[v] += w * q[size_t(v)] * tail_factor;
-      for (int64_t j = 0; j < k; ++j) gr[ir[j]] += w * (mass * q[size_t(ir[j])] - std::exp(lr[j]));
-    }
-    for (int64_t j = 0; j < k; ++j) in_top[size_t(ir[j])] = 0;
-  }
+  });
   double kd = 0, ce = 0, h = 0;
   for (int64_t r = 0; r < rows; ++r) kd += row_kd[size_t(r)], ce += row_ce[size_t(r)], h += row_h[size_t(r)];
   kd *= per_token, ce *= per_token, h *= per_token;

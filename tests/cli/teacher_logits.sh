@@ -73,4 +73,13 @@ case_teacher_logits_resume() {
   [ ! -e "$WORK/s1" ] && [ ! -e "$WORK/s2" ] && [ ! -e "$WORK/s3" ] && [ ! -e "$WORK/s4" ] && [ ! -e "$WORK/s5" ] || fail "a run directory was created"
 }
 
+# A teacher with another tokenizer than the shards': refused, naming both.
+case_teacher_logits_tokenizer() {
+  setup
+  cp "$(cd "$(dirname "$0")/../tokenizer/fixtures" && pwd)/qwen2/tokenizer.json" "$WORK/teacher/"
+  expect_error "$WORK/shards/train-00000.tok was made with the byte tokenizer|the teacher $WORK/teacher has tokenizer" \
+    "$COTAN" teacher-logits --teacher "$WORK/teacher" --data "$WORK/shards" --top-k 4 --seq-len 16 --out "$WORK/topk"
+  [ ! -e "$WORK/topk" ] || fail "the output directory was created"
+}
+
 run_case

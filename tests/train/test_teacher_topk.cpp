@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include <tbb/global_control.h>
+#include <tuple>
+
 #include "autograd/autograd.hpp"
 #include "autograd/gradcheck.hpp"
 #include "support.hpp"
@@ -235,4 +238,18 @@ TEST_CASE("aligned windows carry the top-k of their positions, across files") {
   const std::vector<Batch> val = validation_batches(data.train, 5, 4, 0, &topk.train);
   REQUIRE(!val.empty());
   CHECK(val[1].topk.ids.to_vector<int32_t>()[0] == 20);  // the fifth window starts at 20
+}
+
+TEST_CASE("sparse KL and top-k: the same bits on one thread and on all") {
+  const Logits l = random_logits({7, 19}, 23, 9);
+  const auto run = [&] {
+    const TopkTargets top = teacher_topk(l.teacher, 5, 1.5);
+    auto [value, grads] = value_and_grad(
+        [&](const std::vector<Tensor>& xs) { return sparse_distill_loss(xs[0], top, l.targets, fkl(1.5, 0.6)).total; },
+        {l.student});
+    return std::tuple{top.logp.to_vector<float>(), value.item<double>(), grads[0].to_vector<double>()};
+  };
+  const auto all = run();
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+  CHECK(run() == all);
 }
