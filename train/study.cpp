@@ -184,13 +184,13 @@ StudyInputs read_inputs(const StudyConfig& config) {
   backend(config.train.device);  // "[cuda] no CUDA device: ..."
   StudyInputs in;
   const bool offline = !config.teacher_logits.empty();
+  // Offline targets (--teacher-logits): no teacher is read; the student's config stands in for it below.
   if (!offline) in.teacher = nn::load_config(config.teacher);
-  if (offline) {
-  } else if (fs::is_directory(config.teacher)) {  // a model directory: without weights it is an error
+  if (!offline && fs::is_directory(config.teacher)) {  // a model directory: without weights it is an error
     // Loaded (and verified) before anything is written, in the dtype it will run in.
     in.teacher_dir = nn::load_model_dir(config.teacher, config.train.compute_dtype);
     in.teacher = in.teacher_dir->config;
-  } else if (config.teacher_steps < 1) {
+  } else if (!offline && config.teacher_steps < 1) {
     fail("distill", "--teacher ", config.teacher, " has no weights to load, so it is pretrained first: --teacher-steps ",
          config.teacher_steps, " must be at least 1");
   }
