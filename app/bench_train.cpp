@@ -174,7 +174,7 @@ int bench_train(const Args& args) {
   auto [params, state] = student.init(student_gen);
   state.training = true;
   const Tensor tokens = randint({batch, seq_len + 1}, 0, student_config.vocab_size, data_gen);
-  const train::Batch fixed{contiguous(slice(tokens, 1, 0, seq_len)), contiguous(slice(tokens, 1, 1, seq_len + 1))};
+  const train::Batch fixed{contiguous(slice(tokens, 1, 0, seq_len)), contiguous(slice(tokens, 1, 1, seq_len + 1)), {}};
   train::TrainConfig config;
   config.batch_size = batch;
   config.seq_len = seq_len;

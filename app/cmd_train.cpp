@@ -309,6 +309,11 @@ int cmd_distill(const Args& args) {
       "a preset, a config.json, or an HF model directory whose weights start every student")(
       "teacher-steps", po::value(&s.teacher_steps)->default_value(s.teacher_steps),
       "pretraining steps of a teacher without weights")(
+      "teacher-logits", po::value(&s.teacher_logits)->value_name("DIR"),
+      "train on the offline top-k targets `cotan teacher-logits` wrote for --data's shards: no teacher is loaded "
+      "(fkl only, aligned windows, --seq-len and --temperature as the targets were made)")(
+      "aligned-windows", po::bool_switch(&s.train.aligned_windows),
+      "every epoch's windows start at offset 0 (as with --teacher-logits): the dense run to compare with")(
       "steps", po::value(&s.student_steps)->default_value(s.student_steps), "distillation steps per student")(
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
       "attention", po::value(&attention), attention_help.c_str())(
@@ -357,7 +362,7 @@ int cmd_distill(const Args& args) {
     check_affine_options_apply(affine, *only_kind);
   }
   s.variants = study_variants(only_kind, affine);
-  load_model_config("--teacher", s.teacher);
+  if (s.teacher_logits.empty()) load_model_config("--teacher", s.teacher);
   load_model_config("--student", s.student);
   train::install_interrupt_handler();
   train::StudyResult r = train::run_study(s);

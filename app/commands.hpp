@@ -21,6 +21,7 @@ int cmd_generate(const Args& args);   // cotan generate --model DIR [--prompt TE
 int cmd_eval(const Args& args);       // cotan eval --model DIR [--ppl-data FILE] [--tasks NAME=FILE,...]
 int cmd_params(const Args& args);     // cotan params --config NAME --attention KIND [--json]
 int cmd_tokenize(const Args& args);   // cotan tokenize INPUT... --out DIR
+int cmd_teacher_logits(const Args& args);  // cotan teacher-logits --teacher DIR --data SHARDS --top-k K --out DIR
 int cmd_bench(const Args& args);      // cotan bench <name> ...: dispatches to the bench_* below
 int bench_matmul(const Args& args);   // cotan bench matmul [--json] [--torch]
 int bench_ops(const Args& args);      // cotan bench ops [--json]

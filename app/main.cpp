@@ -2,6 +2,7 @@
 // here and is printed as one line, "cotan: <message>", with exit status 1; a command line that
 // names no known command exits with 2; a run stopped by Ctrl-C (after writing its checkpoint)
 // exits with 130.
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -30,6 +31,7 @@ constexpr Command commands[] = {
     {"eval", cotan::app::cmd_eval, "perplexity and zero-shot accuracy of a model directory (Table 1)"},
     {"params", cotan::app::cmd_params, "parameter count of a config and its attention kind's overhead"},
     {"tokenize", cotan::app::cmd_tokenize, "corpora (text, JSONL, .gz, .zst) to token shards, with an HF tokenizer.json or bytes"},
+    {"teacher-logits", cotan::app::cmd_teacher_logits, "a teacher's top-k log-probabilities over token shards, for distill --teacher-logits"},
     {"bench", cotan::app::cmd_bench, "benchmarks:"},  // their names follow, from app/cmd_bench.cpp
 };
 
@@ -37,12 +39,15 @@ void print_help(std::ostream& out) {
   out << "usage: cotan <command> [args]\n"
          "\n"
          "commands:\n";
+  size_t width = 12;  // the longest name and two spaces
+  for (const Command& c : commands) width = std::max(width, c.name.size() + 2);
   for (const Command& c : commands) {
-    out << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.summary
-        << (c.name == "bench" ? " " + cotan::app::bench_names() : "") << "\n";
+    out << "  " << c.name << std::string(width - c.name.size(), ' ') << c.summary;
+    if (c.name == "bench") out << " " << cotan::app::bench_names();
+    out << "\n";
   }
-  out << "  help        this message (also --help, -h)\n"
-         "  --version   print the version\n"
+  out << "  help" << std::string(width - 4, ' ') << "this message (also --help, -h)\n"
+      << "  --version" << std::string(width - 9, ' ') << "print the version\n"
          "\n"
          "'cotan <command> --help' lists the options of a command.\n";
 }

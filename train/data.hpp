@@ -181,12 +181,28 @@ TokenData load_tokens(const std::string& path, double val_fraction, uint64_t see
 // Whether load_tokens reads `path` as token shards (a shard file, or a directory holding .tok
 // files) rather than as a text corpus.
 bool is_token_data(const std::string& path);
+// The shard files load_tokens reads for token data at `path`, by split in stream order: a shard
+// file is the whole train split; a directory gives its train-*.tok and val-*.tok files.
+struct ShardFiles {
+  std::vector<std::string> train, val;
+};
+ShardFiles shard_files(const std::string& path);
 
 // ---- batches ----
 
+// A teacher's offline top-k targets (train/teacher_topk.hpp) for the tokens of a batch.
+struct TopkTargets {
+  Tensor ids;   // [N, K] or [B, T, K] i32
+  Tensor logp;  // [N, K] or [B, T, K], f32 (files) or f64: log p_i
+  Tensor tail;  // [N] or [B, T], the same dtype: log of the tail mass, -inf when K = V
+  bool defined() const { return ids.defined(); }
+};
+class TopkSequence;
+
 struct Batch {
-  Tensor inputs;   // [B, T] i64
-  Tensor targets;  // [B, T] i64: the next token after each input
+  Tensor inputs;     // [B, T] i64
+  Tensor targets;    // [B, T] i64: the next token after each input
+  TopkTargets topk;  // [B, T, K]: the teacher's top-k at each input position; only with offline targets
 };
 
 // The batch's tensors on `device`.
@@ -214,7 +230,11 @@ struct LoaderState {
 class WindowLoader {
  public:
   // Throws "[data] seq_len 512 needs at least 513 tokens, but the training split has 300".
-  WindowLoader(TokenSequence tokens, int64_t seq_len, int64_t batch_size, uint64_t seed);
+  // aligned: every epoch's windows start at offset 0 (stride seq_len), the windows in which
+  // `cotan teacher-logits` ran the teacher; the order is still shuffled.
+  WindowLoader(TokenSequence tokens, int64_t seq_len, int64_t batch_size, uint64_t seed, bool aligned = false);
+  // Batches then carry the top-k of these positions (topk aligned with the tokens; kept alive by the caller).
+  void attach_topk(const TopkSequence* topk);
 
   Batch next();
   LoaderState state() const;
@@ -231,6 +251,8 @@ class WindowLoader {
   TokenSequence tokens_;
   int64_t seq_len_, batch_size_;
   uint64_t seed_;
+  bool aligned_ = false;
+  const TopkSequence* topk_ = nullptr;
   uint64_t epoch_ = 0, position_ = 0;
   uint64_t offset_ = 0;          // the first window's start in this epoch
   std::vector<uint64_t> order_;  // window indices of this epoch, in visiting order
@@ -239,7 +261,8 @@ class WindowLoader {
 // Consecutive windows of seq_len + 1 tokens, stride seq_len (each token is a target once), from
 // the start of `tokens`, batch_size rows per batch; the last batch may have fewer rows. At most
 // max_batches batches (0: all). Empty when the tokens are fewer than seq_len + 1.
+// With topk (aligned with the tokens) the batches carry its targets.
 std::vector<Batch> validation_batches(const TokenSequence& tokens, int64_t seq_len, int64_t batch_size,
-                                      int64_t max_batches = 0);
+                                      int64_t max_batches = 0, const TopkSequence* topk = nullptr);
 
 }  // namespace cotan::train

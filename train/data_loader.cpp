@@ -6,6 +6,7 @@
 #include "tensor/ops.hpp"
 #include "tensor/random.hpp"
 #include "train/data.hpp"
+#include "train/teacher_topk.hpp"
 #include "util/json.hpp"
 
 namespace cotan::train {
@@ -27,7 +28,18 @@ Batch make_batch(const std::vector<int64_t>& windows, int64_t rows, int64_t seq_
     std::copy(w, w + seq_len, inputs.begin() + r * seq_len);
     std::copy(w + 1, w + seq_len + 1, targets.begin() + r * seq_len);
   }
-  return {from_vector(inputs, {rows, seq_len}), from_vector(targets, {rows, seq_len})};
+  return {from_vector(inputs, {rows, seq_len}), from_vector(targets, {rows, seq_len}), {}};
+}
+
+// The top-k of `rows` windows of seq_len positions starting at `starts`: [rows, seq_len, K].
+TopkTargets topk_batch(const TopkSequence& topk, const std::vector<uint64_t>& starts, int64_t seq_len) {
+  const int64_t rows = int64_t(starts.size()), k = topk.k();
+  std::vector<int32_t> ids(size_t(rows * seq_len * k));
+  std::vector<float> logp(ids.size()), tail(size_t(rows * seq_len));
+  for (int64_t r = 0; r < rows; ++r)
+    topk.copy_to(starts[size_t(r)], uint64_t(seq_len), ids.data() + r * seq_len * k, logp.data() + r * seq_len * k,
+                 tail.data() + r * seq_len);
+  return {from_vector(ids, {rows, seq_len, k}), from_vector(logp, {rows, seq_len, k}), from_vector(tail, {rows, seq_len})};
 }
 
 void check_shape(int64_t seq_len, int64_t batch_size) {
@@ -76,8 +88,8 @@ LoaderState LoaderState::from_json(const Json& json) {
 
 // ---- WindowLoader ----
 
-WindowLoader::WindowLoader(TokenSequence tokens, int64_t seq_len, int64_t batch_size, uint64_t seed)
-    : tokens_(std::move(tokens)), seq_len_(seq_len), batch_size_(batch_size), seed_(seed) {
+WindowLoader::WindowLoader(TokenSequence tokens, int64_t seq_len, int64_t batch_size, uint64_t seed, bool aligned)
+    : tokens_(std::move(tokens)), seq_len_(seq_len), batch_size_(batch_size), seed_(seed), aligned_(aligned) {
   check_shape(seq_len, batch_size);
   if (tokens_.size() < uint64_t(seq_len) + 1)
     fail("data", "seq_len ", seq_len, " needs at least ", seq_len + 1, " tokens, but the training split has ",
@@ -94,7 +106,7 @@ void WindowLoader::start_epoch(uint64_t epoch) {
   const uint64_t n_tokens = tokens_.size(), t = uint64_t(seq_len_);
   const uint64_t stream = kLoaderStream + epoch;
   const uint64_t max_offset = std::min(t - 1, n_tokens - t - 1);
-  offset_ = random_u64(0, seed_, stream) % (max_offset + 1);
+  offset_ = aligned_ ? 0 : random_u64(0, seed_, stream) % (max_offset + 1);
   order_.resize((n_tokens - 1 - offset_) / t);
   std::iota(order_.begin(), order_.end(), uint64_t(0));
   for (uint64_t i = order_.size(); i-- > 1;) std::swap(order_[i], order_[random_u64(i, seed_, stream) % (i + 1)]);
@@ -105,12 +117,23 @@ void WindowLoader::start_epoch(uint64_t epoch) {
 Batch WindowLoader::next() {
   const uint64_t window = uint64_t(seq_len_) + 1;
   std::vector<int64_t> windows(size_t(batch_size_) * window);
+  std::vector<uint64_t> starts(static_cast<size_t>(batch_size_));
   for (int64_t r = 0; r < batch_size_; ++r) {
     const uint64_t start = offset_ + order_[position_++] * uint64_t(seq_len_);
+    starts[size_t(r)] = start;
     tokens_.copy_to(start, window, windows.data() + size_t(r) * window);
     if (position_ == order_.size()) start_epoch(epoch_ + 1);  // epoch() names the next window's epoch
   }
-  return make_batch(windows, batch_size_, seq_len_);
+  Batch b = make_batch(windows, batch_size_, seq_len_);
+  if (topk_) b.topk = topk_batch(*topk_, starts, seq_len_);
+  return b;
+}
+
+void WindowLoader::attach_topk(const TopkSequence* topk) {
+  if (topk && topk->size() != tokens_.size())
+    fail("data", "the teacher's top-k holds ", topk->size(), " positions but the training split has ", tokens_.size(),
+         " tokens");
+  topk_ = topk;
 }
 
 LoaderState WindowLoader::state() const { return {seed_, epoch_, position_, seq_len_, tokens_.size()}; }
@@ -130,7 +153,7 @@ void WindowLoader::restore(const LoaderState& s) {
 // ---- validation ----
 
 std::vector<Batch> validation_batches(const TokenSequence& tokens, int64_t seq_len, int64_t batch_size,
-                                      int64_t max_batches) {
+                                      int64_t max_batches, const TopkSequence* topk) {
   check_shape(seq_len, batch_size);
   if (max_batches < 0) fail("data", "max_batches must be at least 0, got ", max_batches);
   const uint64_t t = uint64_t(seq_len), window = t + 1;
@@ -145,13 +168,21 @@ std::vector<Batch> validation_batches(const TokenSequence& tokens, int64_t seq_l
     for (int64_t r = 0; r < rows; ++r)
       tokens.copy_to((first + uint64_t(r)) * t, window, windows.data() + size_t(r) * window);
     batches.push_back(make_batch(windows, rows, seq_len));
+    if (topk) {
+      std::vector<uint64_t> starts(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) starts[size_t(r)] = (first + uint64_t(r)) * t;
+      batches.back().topk = topk_batch(*topk, starts, seq_len);
+    }
   }
   return batches;
 }
 
 Batch to(const Batch& batch, Device device) {
   if (batch.inputs.device() == device && batch.targets.device() == device) return batch;
-  return {cotan::to(batch.inputs, device), cotan::to(batch.targets, device)};
+  Batch out{cotan::to(batch.inputs, device), cotan::to(batch.targets, device), {}};
+  if (batch.topk.defined())
+    out.topk = {cotan::to(batch.topk.ids, device), cotan::to(batch.topk.logp, device), cotan::to(batch.topk.tail, device)};
+  return out;
 }
 
 }  // namespace cotan::train

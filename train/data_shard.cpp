@@ -303,6 +303,20 @@ bool is_token_data(const std::string& path) {
   return fs::is_directory(status) && !shard_names(path).empty();
 }
 
+ShardFiles shard_files(const std::string& path) {
+  if (!is_token_data(path)) fail("data", path, ": not token shards (a .tok file or a directory of them)");
+  ShardFiles files;
+  if (!fs::is_directory(path)) {
+    files.train.push_back(path);
+    return files;
+  }
+  for (const std::string& name : shard_names(path)) {
+    if (starts_with(name, "train-")) files.train.push_back((fs::path(path) / name).string());
+    if (starts_with(name, "val-")) files.val.push_back((fs::path(path) / name).string());
+  }
+  return files;
+}
+
 TokenData load_tokens(const std::string& path, double val_fraction, uint64_t seed) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);

@@ -5,6 +5,7 @@
 #include "nn/fused.hpp"
 #include "tensor/ops.hpp"
 #include "train/losses.hpp"
+#include "train/teacher_topk.hpp"
 
 namespace cotan::train {
 
@@ -43,6 +44,18 @@ std::vector<OpCheck> build() {
   kd_case("distill_loss_rkl", KdLoss::rkl, false);
   kd_case("distill_loss_jsd", KdLoss::jsd, false);
   kd_case("distill_loss_composed", KdLoss::jsd, true);
+  // The sparse KL on a teacher's top-3 of 6 (train/teacher_topk.hpp), the same mix.
+  add_case("sparse_distill_loss", [](Generator& g) -> Case {
+    const TopkTargets top = teacher_topk(normal({4, 6}, g), 3, 2.0);
+    const Tensor targets = from_vector(std::vector<int64_t>{1, kIgnoreIndex, 5, 0}, {4});
+    return {[top, targets](X x) {
+              LossConfig c;
+              c.temperature = 2;
+              c.kd_ratio = 0.7;
+              return sparse_distill_loss(x[0], top, to(targets, x[0].device()), c).total;
+            },
+            {normal({4, 6}, g)}};
+  });
 
   // ---- fused layers (nn/fused.hpp); rope's tables are constants, on x's device ----
   add_case("rms_norm", [](Generator& g) -> Case {

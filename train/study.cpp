@@ -1,4 +1,5 @@
 #include "train/study.hpp"
+#include "train/teacher_topk.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -115,6 +116,7 @@ struct StudyInputs {
   std::optional<text::Tokenizer> tokenizer;  // none: the byte tokenizer
   TokenData data;
   StudyEvalData eval;  // with StudyConfig::eval
+  std::optional<TopkData> topk;  // StudyConfig::teacher_logits
 };
 
 // Everything in the config that determines the study's results (not run_dir, cache_dir or the
@@ -125,7 +127,13 @@ Json study_json(const StudyConfig& config, const StudyInputs& in) {
   j["data"] = fs::absolute(in.data_path).string();
   if (in.tokenizer) j["tokenizer"] = describe(ShardTokenizer{in.tokenizer->hash(), uint32_t(in.tokenizer->vocab_size())});
   j["train_tokens"] = in.data.train.size();
-  j["teacher"] = in.teacher.to_json();
+  if (in.topk) {
+    j["teacher_logits"] = fs::absolute(config.teacher_logits).string();
+    j["teacher_id"] = cat(in.topk->first.teacher_id);
+    j["top_k"] = in.topk->first.k;
+  } else {
+    j["teacher"] = in.teacher.to_json();
+  }
   if (in.teacher_dir) j["teacher_weights"] = fs::absolute(config.teacher).string();
   if (in.student_weights) j["student_weights"] = fs::absolute(config.student).string();
   j["student"] = in.student.to_json();
@@ -175,12 +183,14 @@ void fill_defaults(StudyConfig& config) {
 StudyInputs read_inputs(const StudyConfig& config) {
   backend(config.train.device);  // "[cuda] no CUDA device: ..."
   StudyInputs in;
-  in.teacher = nn::load_config(config.teacher);
-  if (fs::is_directory(config.teacher)) {  // a model directory: without weights it is an error
+  const bool offline = !config.teacher_logits.empty();
+  // Offline targets (--teacher-logits): no teacher is read; the student's config stands in for it below.
+  if (!offline) in.teacher = nn::load_config(config.teacher);
+  if (!offline && fs::is_directory(config.teacher)) {  // a model directory: without weights it is an error
     // Loaded (and verified) before anything is written, in the dtype it will run in.
     in.teacher_dir = nn::load_model_dir(config.teacher, config.train.compute_dtype);
     in.teacher = in.teacher_dir->config;
-  } else if (config.teacher_steps < 1) {
+  } else if (!offline && config.teacher_steps < 1) {
     fail("distill", "--teacher ", config.teacher, " has no weights to load, so it is pretrained first: --teacher-steps ",
          config.teacher_steps, " must be at least 1");
   }
@@ -192,12 +202,16 @@ StudyInputs read_inputs(const StudyConfig& config) {
     in.student = nn::load_config(config.student);
   }
   in.student.attention = nn::AttentionConfig{};
+  if (offline) in.teacher = in.student;  // stands in for the checks below; never run
   if (in.teacher.vocab_size != in.student.vocab_size && !config.train.loss.slice_teacher_vocab)
     fail("distill", "teacher vocabulary ", in.teacher.vocab_size, " (", config.teacher, ") differs from the student's ",
          in.student.vocab_size, " (", config.student, "); pass --slice-teacher-vocab to drop the teacher's extra rows");
   in.data_path = config.data.empty() ? default_corpus_path() : config.data;
   std::string tokenizer_path = config.tokenizer;
-  if (tokenizer_path.empty() && fs::exists(fs::path(config.teacher) / "tokenizer.json")) tokenizer_path = config.teacher;
+  if (tokenizer_path.empty() && !offline && fs::exists(fs::path(config.teacher) / "tokenizer.json"))
+    tokenizer_path = config.teacher;
+  if (offline && !is_token_data(in.data_path))
+    fail("distill", "--teacher-logits needs --data to be the token shards the targets were made from, got ", in.data_path);
   if (!tokenizer_path.empty()) {
     in.tokenizer.emplace(text::Tokenizer::load(tokenizer_path));
     if (in.tokenizer->vocab_size() > in.student.vocab_size)
@@ -217,6 +231,10 @@ StudyInputs read_inputs(const StudyConfig& config) {
   student_run.steps = config.student_steps;
   check_inputs(in.teacher, nullptr, in.data, teacher_run);
   check_inputs(in.student, &in.teacher, in.data, student_run);
+  if (offline) {
+    in.topk = load_topk(config.teacher_logits, in.data_path, config.train.loss.temperature);
+    check_topk(in.student, *in.topk, in.data, student_run);
+  }
   (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
   if (config.eval.enabled())
     in.eval = read_eval_data(config.eval, config.text_field, in.tokenizer ? &*in.tokenizer : nullptr,
@@ -711,14 +729,23 @@ StudyResult run_study(StudyConfig config) {
             << " validation tokens)\n" << std::flush;
 
   nn::CausalLM teacher(in.teacher);
-  std::optional<nn::LoadedModel> loaded = teacher_weights(config, in, teacher, run_dir);
+  std::optional<nn::LoadedModel> loaded;
+  if (in.topk) {
+    std::cout << "teacher: offline top-" << in.topk->first.k << " targets from " << config.teacher_logits << "\n"
+              << std::flush;
+    loaded.emplace();
+  } else {
+    loaded = teacher_weights(config, in, teacher, run_dir);
+  }
   if (!loaded) return interrupted;
   // The frozen teacher runs in the students' compute dtype on their device, with its own buffers.
-  const nn::Params teacher_params = nn::cast(nn::to(loaded->params, config.train.device), config.train.compute_dtype);
-  nn::State teacher_state = nn::cast(nn::to(loaded->state, config.train.device), config.train.compute_dtype);
+  const nn::Params teacher_params =
+      in.topk ? nn::Params{} : nn::cast(nn::to(loaded->params, config.train.device), config.train.compute_dtype);
+  nn::State teacher_state =
+      in.topk ? nn::State{} : nn::cast(nn::to(loaded->state, config.train.device), config.train.compute_dtype);
   teacher_state.training = false;
   std::optional<RunOutcome> teacher_scores;  // the table's reference row
-  if (config.eval.enabled()) {
+  if (config.eval.enabled() && !in.topk) {
     std::cout << "evaluating the teacher\n" << std::flush;
     teacher_scores.emplace();
     teacher_scores->variant = "teacher";
@@ -727,7 +754,8 @@ StudyResult run_study(StudyConfig config) {
   const RunOutcome* reference = teacher_scores ? &*teacher_scores : nullptr;
 
   const StudentContext students{
-      config, in, run_dir, Teacher{&teacher, &teacher_params, &teacher_state},
+      config, in, run_dir,
+      in.topk ? Teacher{nullptr, nullptr, nullptr, &*in.topk} : Teacher{&teacher, &teacher_params, &teacher_state},
       validation_batches(in.data.val.empty() ? in.data.train : in.data.val, config.train.seq_len,
                          config.train.batch_size, config.analysis_batches),
       nn::CausalLM(in.student).num_params()};

@@ -42,6 +42,10 @@ struct StudyConfig {
   std::string run_dir;           // empty: runs/distill-<timestamp>
   std::string cache_dir;         // empty: $XDG_CACHE_HOME/cotan or ~/.cache/cotan
   std::string teacher = "tiny-teacher";
+  // A directory of `cotan teacher-logits` files for the shards of `data`: no teacher is loaded or
+  // pretrained, the students train on the sparse KL against these targets, and the table has no
+  // teacher row (`teacher` and `teacher_steps` are not used).
+  std::string teacher_logits;
   std::string student = "tiny-student";
   int64_t teacher_steps = 200;
   int64_t student_steps = 150;

@@ -1,4 +1,5 @@
 #include "train/trainer.hpp"
+#include "train/teacher_topk.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -282,6 +283,7 @@ Json train_settings(const TrainConfig& c, bool distill) {
   j["dtype"] = std::string(dtype_name(c.compute_dtype));
   if (c.tf32) j["tf32"] = true;  // only when set: the settings of earlier runs stay valid
   if (!c.fused_head) j["fused_head"] = false;  // likewise: the default is the fused head
+  if (c.aligned_windows) j["aligned_windows"] = true;
   return j;
 }
 
@@ -357,6 +359,10 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
                                           bool fused_head) {
+  if (teacher.topk) {
+    auto [logits, next] = student.apply(batch.inputs, ps, st);
+    return {sparse_distill_loss(logits, batch.topk, batch.targets, loss), std::move(next)};
+  }
   if (fused_head) {
     auto [hidden, next] = student.hidden(batch.inputs, ps, st);
     if (!teacher.model) {
@@ -404,11 +410,11 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
   both.kd_ratio = 0.5;
   EvalRecord r;
   if (batches.empty()) return r;
-  if (teacher.model) r.kd = 0.0;
+  if (teacher.distills()) r.kd = 0.0;
   for (const Batch& b : batches) {
     const LossParts parts = objective(student, teacher, params, st, b, both, fused_head).first;
     r.ce += parts.ce.item<double>() / double(batches.size());
-    if (teacher.model) *r.kd += parts.kd.item<double>() / double(batches.size());
+    if (teacher.distills()) *r.kd += parts.kd.item<double>() / double(batches.size());
   }
   r.ppl = std::exp(r.ce);
   return r;
@@ -421,8 +427,8 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
   StepRecord rec;
   // The parts the loss computes (LossParts holds 0 for the others): KD and the teacher's entropy
   // with a teacher and kd_ratio > 0, the cross-entropy without one or at kd_ratio < 1.
-  const bool has_kd = teacher.model && config.loss.kd_ratio > 0;
-  const bool has_ce = !teacher.model || config.loss.kd_ratio < 1;
+  const bool has_kd = teacher.distills() && config.loss.kd_ratio > 0;
+  const bool has_ce = !teacher.distills() || config.loss.kd_ratio < 1;
   if (has_kd) rec.kd = rec.teacher_entropy = 0.0;
   if (has_ce) rec.ce = 0.0;
   for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
@@ -484,17 +490,39 @@ void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher
   }
 }
 
+void check_topk(const nn::ModelConfig& student, const TopkData& topk, const TokenData& data, const TrainConfig& config) {
+  const TopkHeader& h = topk.first;
+  if (int64_t(h.vocab_size) != student.vocab_size)
+    fail("distill", "the teacher's top-k was made over a vocabulary of ", h.vocab_size, " but the student's is ",
+         student.vocab_size);
+  if (int64_t(h.seq_len) != config.seq_len)
+    fail("distill", "the teacher's top-k was made in windows of seq_len ", h.seq_len, " but the run uses seq_len ",
+         config.seq_len, " (pass --seq-len ", h.seq_len, ")");
+  if (h.temperature != config.loss.temperature)
+    fail("distill", "the teacher's top-k was made with temperature ", h.temperature, " but the run uses ",
+         config.loss.temperature);
+  if (config.loss.kd_ratio > 0 && config.loss.kind != KdLoss::fkl)
+    fail("distill", "offline teacher top-k supports only the fkl loss, got ", kd_loss_spec(config.loss));
+  if (topk.train.size() != data.train.size())
+    fail("distill", "the teacher's top-k holds ", topk.train.size(), " training positions but the data has ",
+         data.train.size(), " tokens");
+  if (!data.val.empty() && topk.val.size() != data.val.size())
+    fail("distill", "the teacher's top-k holds ", topk.val.size(), " validation positions but the data has ",
+         data.val.size(), " tokens");
+}
+
 TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume) {
-  bool distill = teacher.model != nullptr;
+  bool distill = teacher.distills();
   const Device device = config.device;
   // Before anything is written: the settings and the data (check_inputs), then the teacher's
   // weights, which only a running job has.
-  check_inputs(student.config(), distill ? &teacher.model->config() : nullptr, data, config);
-  if (distill && teacher.params->begin()->second.device() != device)
+  check_inputs(student.config(), teacher.model ? &teacher.model->config() : nullptr, data, config);
+  if (teacher.topk) check_topk(student.config(), *teacher.topk, data, config);
+  if (teacher.model && teacher.params->begin()->second.device() != device)
     fail("distill", "the teacher's parameters are on ", to_string(teacher.params->begin()->second.device()),
          ", the student trains on ", to_string(device));
-  if (distill && teacher.params->begin()->second.dtype() != config.compute_dtype)
+  if (teacher.model && teacher.params->begin()->second.dtype() != config.compute_dtype)
     fail("distill", "the teacher's parameters are ", teacher.params->begin()->second.dtype(),
          ", the student computes in ", config.compute_dtype, " (cast the teacher first)");
   const Tf32Scope tf32(backend(device), config.tf32);
@@ -505,9 +533,12 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
   schedule.warmup_steps = effective_warmup(schedule);
   validate(schedule);
   AdamW opt(config.adamw, student.param_specs());
-  WindowLoader loader(data.train, config.seq_len, config.batch_size, config.seed);
+  WindowLoader loader(data.train, config.seq_len, config.batch_size, config.seed,
+                      config.aligned_windows || teacher.topk);
+  if (teacher.topk) loader.attach_topk(&teacher.topk->train);
   std::vector<Batch> val = data.val.empty() ? std::vector<Batch>{}
-                                            : validation_batches(data.val, config.seq_len, config.batch_size, config.eval_batches);
+                                            : validation_batches(data.val, config.seq_len, config.batch_size, config.eval_batches,
+                                                                 teacher.topk ? &teacher.topk->val : nullptr);
   for (Batch& b : val) b = to(b, device);
   Json fields = train_settings(config, distill);
   DType dtype = params.begin()->second.dtype();

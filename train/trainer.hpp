@@ -82,12 +82,22 @@ struct TrainConfig {
   // The LM heads run inside the loss, in chunks of rows (train::head_loss): no [N, V] logits of
   // either model exist. false: the models' whole logits, then distill_loss (--no-fused-head).
   bool fused_head = true;
+  // Every epoch's windows start at offset 0 (WindowLoader's `aligned`): implied by offline
+  // teacher targets, whose teacher ran in those windows; on its own, the dense run to compare with.
+  bool aligned_windows = false;
 };
 
+// A teacher model, or its offline top-k targets (train/teacher_topk.hpp; `cotan distill
+// --teacher-logits`): then no teacher runs, the loss is sparse_distill_loss on the student's
+// whole logits (fused_head does not apply), the windows are aligned (TrainConfig::aligned_windows),
+// seq_len must be the one the targets were made with, and only the fkl loss is available.
+struct TopkData;
 struct Teacher {
   const nn::CausalLM* model = nullptr;
   const nn::Params* params = nullptr;
   const nn::State* state = nullptr;  // run in evaluation mode: never updated
+  const TopkData* topk = nullptr;    // offline targets, aligned with the data's train and val splits
+  bool distills() const { return model || topk; }
 };
 
 // step counts from 0 (the console's "step 1/N" is step 0 here). A loss part the step did not
@@ -160,6 +170,10 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
 // calls fit() (the study) calls this first, so a bad input leaves nothing behind.
 void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
                   const TrainConfig& config);
+
+// Offline targets against the run: the vocabulary, seq_len, temperature, the fkl loss, and as
+// many positions as the data's splits hold. Errors name both sides.
+void check_topk(const nn::ModelConfig& student, const TopkData& topk, const TokenData& data, const TrainConfig& config);
 
 // The training settings a checkpoint records (trainer.json "train"); resuming needs them equal,
 // except for `steps`.

@@ -258,7 +258,7 @@ TEST_CASE("the objective: one function for the training step and evaluation") {
   Generator gen(7);
   auto [ps, st] = student.init(gen);
   const Tensor ids = randint({2, 9}, 0, kByteVocab, gen), targets = randint({2, 9}, 0, kByteVocab, gen);
-  const Batch batch{ids, targets};
+  const Batch batch{ids, targets, {}};
   const std::string alpha = "model.layers.0.self_attn.alpha_ma";
   const std::vector<double> alpha_before = st.buffers.at(alpha).to_vector<double>();
 
