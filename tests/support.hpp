@@ -4,6 +4,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -11,7 +13,9 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "tensor/tensor.hpp"
 #include "util/error.hpp"
 
 // The message of the cotan::Error that f throws, or "(no error)" when it throws none; for tests
@@ -73,3 +77,15 @@ class FileSizeLimit {
   rlimit saved_{};
   void (*previous_)(int) = nullptr;
 };
+
+// The largest |a - b| over the elements of two tensors of one shape, read back as f64; throws
+// when the shapes differ.
+inline double max_abs_diff(const cotan::Tensor& a, const cotan::Tensor& b) {
+  if (a.shape() != b.shape())
+    throw std::runtime_error("max_abs_diff: shapes " + cotan::to_string(a.shape()) + " and " +
+                             cotan::to_string(b.shape()) + " differ");
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double diff = 0;
+  for (size_t i = 0; i < x.size(); ++i) diff = std::max(diff, std::abs(x[i] - y[i]));
+  return diff;
+}

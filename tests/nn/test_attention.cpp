@@ -17,20 +17,13 @@
 #include "nn/attention.hpp"
 #include "tensor/ops.hpp"
 #include "tests/attention_cases.hpp"
+#include "tests/support.hpp"
 
 using namespace cotan;
 using namespace cotan::nn;
 using namespace attention_cases;
 
 namespace {
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double diff = 0;
-  for (size_t i = 0; i < x.size(); ++i) diff = std::max(diff, std::abs(x[i] - y[i]));
-  return diff;
-}
 
 // [B, Hkv, T, d] -> [B, H, T, d], each kv head repeated H / Hkv times.
 Tensor repeat_heads(const Tensor& x, int64_t heads) {

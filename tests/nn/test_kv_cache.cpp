@@ -66,11 +66,6 @@ Tensor full_last_logits(const Model& m, const std::vector<int32_t>& tokens, Devi
   return reshape(slice(logits, 1, t - 1, t), {1, -1});
 }
 
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  return max(abs(cast(a, DType::f64) - cast(b, DType::f64))).item<double>();
-}
-
 // Prefills `prompts`, then feeds `steps` more tokens per row one at a time, comparing the logits
 // of every row at every step with the full forward pass on the row's sequence so far.
 void check_decoding(const Model& m, std::vector<std::vector<int32_t>> rows, int64_t steps, double tolerance,

@@ -13,6 +13,7 @@
 #include "autograd/gradcheck.hpp"
 #include "tensor/ops.hpp"
 #include "train/losses.hpp"
+#include "tests/support.hpp"
 
 using namespace cotan;
 using namespace cotan::train;
@@ -72,14 +73,6 @@ Run run(LossFn fn, const Batch& b, const LossConfig& c) {
       {b.student});
   out.grad = grads[0];
   return out;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  REQUIRE(x.size() == y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
 }
 
 double max_abs(const Tensor& a) {

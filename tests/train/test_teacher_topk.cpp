@@ -17,6 +17,7 @@
 #include "tensor/ops.hpp"
 #include "train/teacher_topk.hpp"
 #include "util/checksum.hpp"
+#include "tests/support.hpp"
 
 using namespace cotan;
 using namespace cotan::train;
@@ -46,14 +47,6 @@ Logits random_logits(const Shape& lead, int64_t vocab, uint64_t seed, double sca
   for (size_t i = 1; i < ids.size(); i += 4) ids[i] = kIgnoreIndex;
   l.targets = from_vector(ids, lead);
   return l;
-}
-
-double max_abs_diff(const Tensor& a, const Tensor& b) {
-  auto x = a.to_vector<double>(), y = b.to_vector<double>();
-  REQUIRE(x.size() == y.size());
-  double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
 }
 
 }  // namespace
