@@ -140,10 +140,7 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
                    "the sequence grows: cached decoding needs affine_n 'visible'");
   const int64_t b = x.size(0), tq = x.size(1);
   auto project = [&](const ExtraParam& p) { return matmul(x, transpose(ps[p.name])); };  // x W^T
-  auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, tq, h, head_dim}), {0, 2, 1, 3}); };
-  Tensor q = heads_first(Linear{dim, heads * head_dim, qkv_bias}.apply(x, ps.sub("q_proj")), heads);
-  Tensor k = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("k_proj")), kv_heads);
-  Tensor v = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("v_proj")), kv_heads);
+  auto [q, k, v] = project_qkv(x, ps);
   q = Rope::apply(q, step.cos, step.sin);
   k = Rope::apply(k, step.cos, step.sin);
   if (step.real.defined()) {  // padding of a ragged prefill chunk: stored as zeros, never seen
@@ -232,6 +229,7 @@ Tensor CausalLM::prefill(const Tensor& ids, const Params& ps, const State& st, K
   std::vector<std::vector<int32_t>> rows(static_cast<size_t>(b));
   for (int64_t r = 0; r < b; ++r)
     for (int64_t i = 0; i < t; ++i) {
+      // Checked here, not only by the embedding: the narrowing to i32 would wrap larger ids.
       const int64_t id = flat[size_t(r * t + i)];
       if (id < 0 || id >= config_.vocab_size)
         fail("prefill", "token id ", id, " at [", r, ", ", i, "] is outside the vocabulary [0, ", config_.vocab_size, ")");

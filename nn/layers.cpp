@@ -117,14 +117,19 @@ void Attention::buffers(State& st, const std::string& prefix, DType dtype) const
   if (kind().core == CoreKind::affine) st.buffers[join(prefix, "alpha_ma")] = zeros({heads}, dtype);
 }
 
+Attention::Projections Attention::project_qkv(const Tensor& x, const ParamView& ps) const {
+  const int64_t b = x.size(0), t = x.size(1);
+  auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, t, h, head_dim}), {0, 2, 1, 3}); };
+  return {heads_first(Linear{dim, heads * head_dim, qkv_bias}.apply(x, ps.sub("q_proj")), heads),
+          heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("k_proj")), kv_heads),
+          heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("v_proj")), kv_heads)};
+}
+
 std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, const State& st,
                                           const std::string& prefix, LayerAnalysis* analysis, LayerCache* cache) const {
   int64_t b = x.size(0), t = x.size(1);
-  auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, t, h, head_dim}), {0, 2, 1, 3}); };
   auto project = [&](const ExtraParam& p) { return matmul(x, transpose(ps[p.name])); };  // x W^T
-  Tensor q = heads_first(Linear{dim, heads * head_dim, qkv_bias}.apply(x, ps.sub("q_proj")), heads);
-  Tensor k = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("k_proj")), kv_heads);
-  Tensor v = heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("v_proj")), kv_heads);
+  auto [q, k, v] = project_qkv(x, ps);
   auto [cos, sin] = rope.tables(t, x.dtype(), x.device());
 
   State next = st;

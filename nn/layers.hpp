@@ -129,6 +129,12 @@ struct Attention {
   // N_i = T changes every earlier row as the sequence grows).
   Tensor extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                 const CacheStep& step, LayerCache& cache) const;
+  // q [B, H, T, d] and k, v [B, Hkv, T, d] of x [B, T, D], heads first, before RoPE: what apply
+  // and extend both start from.
+  struct Projections {
+    Tensor q, k, v;
+  };
+  Projections project_qkv(const Tensor& x, const ParamView& ps) const;
 };
 
 struct DecoderBlock {

@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "cuda/emulated/backend.hpp"
 #include "cuda/kernels/backend.hpp"
 #include "cuda/runtime.hpp"
 #include "tensor/cpu/backend.hpp"
+#include "tensor/ops.hpp"
 
 namespace cotan {
 
@@ -46,38 +47,22 @@ void Backend::set_tf32(bool enabled) {
   if (enabled) fail("tf32", "TF32 is a mode of the CUDA matmuls; the ", name(), " backend has none");
 }
 
-namespace {
-
-// Rows [r0, r1) of a 2-d tensor, or of a 1-d one (targets), as a view; undefined stays undefined.
-Tensor row_range(const Tensor& x, int64_t r0, int64_t r1) {
-  if (!x.defined()) return x;
-  Shape shape = x.shape();
-  shape[0] = r1 - r0;
-  return x.as_strided(shape, x.strides(), x.offset() + r0 * x.strides()[0]);
-}
-
-// The transpose of a 2-d tensor, as a view.
-Tensor transposed(const Tensor& x) {
-  return x.as_strided({x.size(1), x.size(0)}, {x.strides()[1], x.strides()[0]}, x.offset());
-}
-
-}  // namespace
-
 HeadLossResult Backend::head_loss(const HeadLossSpec& spec, const KdLossConfig& config, bool want_grad) {
   const int64_t n = spec.hidden.size(0), chunk = std::max<int64_t>(1, spec.chunk_rows);
   const bool want_kd = config.kd_ratio > 0;
   const DType dtype = spec.hidden.dtype();
-  const Tensor head_t = transposed(spec.head);  // [Ds, V]
-  const Tensor teacher_head_t = want_kd ? transposed(spec.teacher_head) : Tensor();
+  const Tensor head_t = transpose(spec.head);  // [Ds, V], a view
+  const Tensor teacher_head_t = want_kd ? transpose(spec.teacher_head) : Tensor();
   HeadLossResult out;
   out.tokens = spec.count;
   std::vector<Tensor> d_hidden;
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t r1 = std::min(n, r0 + chunk);
-    const Tensor h = row_range(spec.hidden, r0, r1);
+    const Tensor h = slice(spec.hidden, 0, r0, r1);
     Tensor logits = matmul(h, head_t);  // [C, V], fresh and contiguous: the gradient goes over it
-    const Tensor teacher = want_kd ? matmul(row_range(spec.teacher_hidden, r0, r1), teacher_head_t) : Tensor();
-    const KdLossResult part = kd_loss(logits, teacher, row_range(spec.targets, r0, r1), config, want_grad, logits);
+    const Tensor teacher = want_kd ? matmul(slice(spec.teacher_hidden, 0, r0, r1), teacher_head_t) : Tensor();
+    const Tensor targets = spec.targets.defined() ? slice(spec.targets, 0, r0, r1) : Tensor();
+    const KdLossResult part = kd_loss(logits, teacher, targets, config, want_grad, logits);
     // The chunk's parts are means over its own counted tokens; weigh them into the mean over all.
     const double share = spec.count > 0 ? double(part.tokens) / double(spec.count) : 0.0;
     out.kd += part.kd * share;
@@ -95,7 +80,7 @@ HeadLossResult Backend::head_loss(const HeadLossSpec& spec, const KdLossConfig& 
     const Tensor one = arange(share, 0, 1, dtype);
     const Tensor scale = one.as_strided(h.shape(), {0, 0}, one.offset());
     d_hidden.push_back(binary(BinaryOp::mul, matmul(part.grad, spec.head), scale));  // [C, Ds]
-    const Tensor d_head = matmul(transposed(part.grad), binary(BinaryOp::mul, h, scale));  // [V, Ds]
+    const Tensor d_head = matmul(transpose(part.grad), binary(BinaryOp::mul, h, scale));  // [V, Ds]
     out.d_head = out.d_head.defined() ? binary(BinaryOp::add, out.d_head, d_head) : d_head;
   }
   if (want_kd) out.total += config.kd_ratio * out.kd;
@@ -108,7 +93,7 @@ HeadLossResult Backend::head_loss(const HeadLossSpec& spec, const KdLossConfig& 
     out.d_hidden = Tensor::empty(spec.hidden.shape(), dtype, spec.hidden.device());
     for (size_t c = 0; c < d_hidden.size(); ++c) {
       const int64_t r0 = int64_t(c) * chunk;
-      assign(row_range(out.d_hidden, r0, r0 + d_hidden[c].size(0)), d_hidden[c]);
+      assign(slice(out.d_hidden, 0, r0, r0 + d_hidden[c].size(0)), d_hidden[c]);
     }
   }
   return out;
@@ -126,8 +111,6 @@ std::shared_ptr<Storage> allocate(size_t nbytes, Device device) {
 // ---- threads ----
 #include <tbb/global_control.h>
 #include <tbb/info.h>
-
-#include "tensor/ops.hpp"
 
 namespace cotan {
 

@@ -41,6 +41,41 @@ struct Inputs {
 
 Shape leading(const Tensor& x) { return Shape(x.shape().begin(), x.shape().end() - 1); }
 
+// A teacher vocabulary the student's can be compared with: as large (or larger, sliced).
+void check_teacher_vocab(int64_t teacher_vocab, int64_t vocab, const LossConfig& config) {
+  if (teacher_vocab > vocab && !config.slice_teacher_vocab)
+    fail(kOp, "teacher vocabulary ", teacher_vocab, " is larger than the student's ", vocab,
+         " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
+  check(teacher_vocab >= vocab, kOp, "teacher vocabulary ", teacher_vocab, " is smaller than the student's ", vocab);
+}
+
+// Checks the targets of `rows` tokens against `student` (named `name`: its leading dims are the
+// tokens'), each in [0, vocab) or ignored, and returns the counted tokens (rows without targets,
+// which only pure KD allows). `flat` gets the targets as [rows]; `ids`, when given, their values.
+int64_t check_targets(const Tensor& targets, const Tensor& student, const char* name, int64_t rows, int64_t vocab,
+                      const LossConfig& config, Tensor& flat, std::vector<int64_t>* ids) {
+  if (!targets.defined()) {
+    check(config.kd_ratio >= 1, kOp, "cross-entropy needs targets (kd_ratio is ", config.kd_ratio, ")");
+    return rows;
+  }
+  check(is_integral(targets.dtype()), kOp, "targets must be i32 or i64, got ", targets.dtype());
+  if (targets.shape() != leading(student))
+    fail(kOp, "targets ", to_string(targets.shape()), " do not match the ", name, " ", to_string(student.shape()));
+  flat = reshape(targets, {rows});
+  const std::vector<int64_t> values = flat.to_vector<int64_t>();
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = values[size_t(r)];
+    if (t == kIgnoreIndex) continue;
+    if (t < 0 || t >= vocab)
+      fail(kOp, "target ", t, " at token ", r, " is outside the student's vocabulary of ", vocab,
+           " (ignored tokens are ", kIgnoreIndex, ")");
+    ++count;
+  }
+  if (ids) *ids = values;
+  return count;
+}
+
 Inputs check_inputs(const Tensor& student, const Tensor& teacher, const Tensor& targets, const LossConfig& config) {
   check_config(config);
   Inputs in;
@@ -64,33 +99,11 @@ Inputs check_inputs(const Tensor& student, const Tensor& teacher, const Tensor& 
       fail(kOp, "teacher logits ", to_string(teacher.shape()), " do not match the student logits ",
            to_string(student.shape()));
     in.teacher_vocab = teacher.size(-1);
-    if (in.teacher_vocab > in.vocab && !config.slice_teacher_vocab)
-      fail(kOp, "teacher vocabulary ", in.teacher_vocab, " is larger than the student's ", in.vocab,
-           " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
-    check(in.teacher_vocab >= in.vocab, kOp, "teacher vocabulary ", in.teacher_vocab, " is smaller than the student's ",
-          in.vocab);
+    check_teacher_vocab(in.teacher_vocab, in.vocab, config);
     in.teacher = reshape(teacher.detach(), {in.rows, in.teacher_vocab});
   }
 
-  if (targets.defined()) {
-    check(is_integral(targets.dtype()), kOp, "targets must be i32 or i64, got ", targets.dtype());
-    if (targets.shape() != leading(student))
-      fail(kOp, "targets ", to_string(targets.shape()), " do not match the student logits ",
-           to_string(student.shape()));
-    in.targets = reshape(targets, {in.rows});
-    in.target_ids = in.targets.to_vector<int64_t>();
-    for (int64_t r = 0; r < in.rows; ++r) {
-      const int64_t t = in.target_ids[size_t(r)];
-      if (t == kIgnoreIndex) continue;
-      if (t < 0 || t >= in.vocab)
-        fail(kOp, "target ", t, " at token ", r, " is outside the student's vocabulary of ", in.vocab,
-             " (ignored tokens are ", kIgnoreIndex, ")");
-      ++in.count;
-    }
-  } else {
-    check(!in.want_ce, kOp, "cross-entropy needs targets (kd_ratio is ", config.kd_ratio, ")");
-    in.count = in.rows;
-  }
+  in.count = check_targets(targets, student, "student logits", in.rows, in.vocab, config, in.targets, &in.target_ids);
   return in;
 }
 
@@ -240,7 +253,7 @@ LossParts head_loss(const Tensor& hidden, const Tensor& head, const Tensor& teac
   check_config(config);
   const int64_t vocab = head.size(0), rows = h.size(0);
   check(vocab > 0, kOp, "student head ", to_string(head.shape()), " has an empty vocabulary");
-  const bool want_kd = config.kd_ratio > 0, want_ce = config.kd_ratio < 1;
+  const bool want_kd = config.kd_ratio > 0;
   Tensor th;
   if (want_kd) {
     check(teacher_hidden.defined() && teacher_head.defined(), kOp,
@@ -252,33 +265,11 @@ LossParts head_loss(const Tensor& hidden, const Tensor& head, const Tensor& teac
     if (teacher_hidden.dim() != hidden.dim() || leading(teacher_hidden) != leading(hidden))
       fail(kOp, "teacher hidden states ", to_string(teacher_hidden.shape()), " do not match the student hidden states ",
            to_string(hidden.shape()));
-    const int64_t teacher_vocab = teacher_head.size(0);
-    if (teacher_vocab > vocab && !config.slice_teacher_vocab)
-      fail(kOp, "teacher vocabulary ", teacher_vocab, " is larger than the student's ", vocab,
-           " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
-    check(teacher_vocab >= vocab, kOp, "teacher vocabulary ", teacher_vocab, " is smaller than the student's ", vocab);
+    check_teacher_vocab(teacher_head.size(0), vocab, config);
   }
   Tensor flat_targets;
-  int64_t count = rows;
-  if (targets.defined()) {
-    check(is_integral(targets.dtype()), kOp, "targets must be i32 or i64, got ", targets.dtype());
-    if (targets.shape() != leading(hidden))
-      fail(kOp, "targets ", to_string(targets.shape()), " do not match the student hidden states ",
-           to_string(hidden.shape()));
-    flat_targets = reshape(targets, {rows});
-    const std::vector<int64_t> ids = flat_targets.to_vector<int64_t>();
-    count = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t t = ids[size_t(r)];
-      if (t == kIgnoreIndex) continue;
-      if (t < 0 || t >= vocab)
-        fail(kOp, "target ", t, " at token ", r, " is outside the student's vocabulary of ", vocab,
-             " (ignored tokens are ", kIgnoreIndex, ")");
-      ++count;
-    }
-  } else {
-    check(!want_ce, kOp, "cross-entropy needs targets (kd_ratio is ", config.kd_ratio, ")");
-  }
+  const int64_t count =
+      check_targets(targets, hidden, "student hidden states", rows, vocab, config, flat_targets, nullptr);
   const bool differentiate = grad_enabled() && (hidden.tracked() || head.tracked());
   HeadLossSpec spec;
   spec.hidden = h.detach();

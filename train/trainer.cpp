@@ -42,11 +42,16 @@ void install_interrupt_handler() {
 
 namespace {
 
-Tensor teacher_logits(const Teacher& teacher, const Tensor& inputs) {
-  NoGrad no_grad;
+// The teacher's State in evaluation mode (its buffers, or fresh ones when it has none).
+nn::State teacher_state(const Teacher& teacher) {
   nn::State st = teacher.state ? *teacher.state : teacher.model->init_state();
   st.training = false;
-  return teacher.model->apply(inputs, *teacher.params, st).first;
+  return st;
+}
+
+Tensor teacher_logits(const Teacher& teacher, const Tensor& inputs) {
+  NoGrad no_grad;
+  return teacher.model->apply(inputs, *teacher.params, teacher_state(teacher)).first;
 }
 
 // One line of metrics.jsonl; errors name the file and the line.
@@ -376,9 +381,7 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
     Tensor teacher_hidden;
     if (loss.kd_ratio > 0) {
       NoGrad no_grad;
-      nn::State tst = teacher.state ? *teacher.state : teacher.model->init_state();
-      tst.training = false;
-      teacher_hidden = teacher.model->hidden(batch.inputs, *teacher.params, tst).first;
+      teacher_hidden = teacher.model->hidden(batch.inputs, *teacher.params, teacher_state(teacher)).first;
     }
     LossParts parts = head_loss(hidden, student.head_weight(ps), teacher_hidden,
                                 loss.kd_ratio > 0 ? teacher.model->head_weight(*teacher.params) : Tensor(),

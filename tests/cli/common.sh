@@ -86,6 +86,19 @@ check_unchanged() {  # DIR
   snapshot "$1" | cmp -s - "$SNAPSHOTS/$(echo "$1" | cksum | cut -d' ' -f1)" || fail "$1 was changed"
 }
 
+# The loss column of metrics.jsonl, one value per line.
+losses() {  # FILE
+  sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"
+}
+
+# Fails unless the two files hold the same number of values, each within a relative RTOL.
+expect_close() {  # FILE_A FILE_B RTOL WHAT
+  paste "$1" "$2" | awk -v rtol="$3" '
+    { n++; d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; if (d > rtol * s + 1e-12) bad++ }
+    END { exit (n == 0 || bad > 0) }' || fail "$4 differ: $(paste "$1" "$2" | tr '\t\n' ' ;')"
+  [ "$(wc -l < "$1")" -eq "$(wc -l < "$2")" ] || fail "$4: different numbers of steps"
+}
+
 # Runs COMMAND and checks that it fails with exactly one line on stderr, "cotan: ...", holding
 # each of the '|'-separated WORDS. The line stays in $STDERR.
 expect_error() {  # WORDS COMMAND...

@@ -11,19 +11,6 @@ require_no_gpu() {
   fi
 }
 
-# The loss column of metrics.jsonl, one value per line.
-losses() {  # FILE
-  sed 's/.*"loss":\([^,]*\),.*/\1/' "$1"
-}
-
-# Fails unless the two files hold the same number of values, each within a relative RTOL.
-expect_close() {  # FILE_A FILE_B RTOL WHAT
-  paste "$1" "$2" | awk -v rtol="$3" '
-    { n++; d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; if (d > rtol * s + 1e-12) bad++ }
-    END { exit (n == 0 || bad > 0) }' || fail "$4 differ: $(paste "$1" "$2" | tr '\t\n' ' ;')"
-  [ "$(wc -l < "$1")" -eq "$(wc -l < "$2")" ] || fail "$4: different numbers of steps"
-}
-
 # ---- no GPU: one line, nothing written ----
 
 case_no_device_pretrain() {

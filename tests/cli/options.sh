@@ -149,12 +149,9 @@ case_fused_head() {
       fail "$command --no-fused-head failed: $(cat "$STDERR")"
     fused=$(find "$WORK/$command-fused" -name metrics.jsonl | sort | tail -1)
     whole=$(find "$WORK/$command-whole" -name metrics.jsonl | sort | tail -1)
-    sed 's/.*"loss":\([^,]*\),.*/\1/' "$fused" > "$WORK/fused.txt"
-    sed 's/.*"loss":\([^,]*\),.*/\1/' "$whole" > "$WORK/whole.txt"
-    paste "$WORK/fused.txt" "$WORK/whole.txt" |
-      awk '{ n++; d = $1 - $2; if (d < 0) d = -d; s = $2 < 0 ? -$2 : $2; if (d > 1e-5 * s + 1e-12) bad++ }
-           END { exit (n == 0 || bad > 0) }' ||
-      fail "$command: the fused head's losses differ: $(paste "$fused" "$whole" | head -3)"
+    losses "$fused" > "$WORK/fused.txt"
+    losses "$whole" > "$WORK/whole.txt"
+    expect_close "$WORK/fused.txt" "$WORK/whole.txt" 1e-5 "$command: the fused head's and the whole logits' losses"
     grep -rqs '"fused_head": *false' "$WORK/$command-whole" || fail "$command: --no-fused-head is not recorded"
     ! grep -rqs '"fused_head"' "$WORK/$command-fused" || fail "$command: the default is recorded"
   done

@@ -208,16 +208,15 @@ TEST_CASE("head_loss: the chunk size changes no value beyond rounding, the threa
 TEST_CASE("head_loss's errors name the tensors and their shapes") {
   const Problem p = random_problem(4, 6, 3, 3, 6, DType::f32, 12);
   LossConfig c;
-  auto message = [&](auto&& f) { return error_of(f); };
-  CHECK(message([&] { head_loss(p.hidden, zeros({6, 4}), p.teacher_hidden, p.teacher_head, p.targets, c); }) ==
+  CHECK(error_of([&] { head_loss(p.hidden, zeros({6, 4}), p.teacher_hidden, p.teacher_head, p.targets, c); }) ==
         "[loss] student head must be [V, 3] for student hidden states [4, 3], got [6, 4]");
-  CHECK(message([&] { head_loss(p.hidden, p.head, slice(p.teacher_hidden, 0, 0, 3), p.teacher_head, p.targets, c); }) ==
+  CHECK(error_of([&] { head_loss(p.hidden, p.head, slice(p.teacher_hidden, 0, 0, 3), p.teacher_head, p.targets, c); }) ==
         "[loss] teacher hidden states [3, 3] do not match the student hidden states [4, 3]");
-  CHECK(message([&] { head_loss(p.hidden, p.head, Tensor(), Tensor(), p.targets, c); }) ==
+  CHECK(error_of([&] { head_loss(p.hidden, p.head, Tensor(), Tensor(), p.targets, c); }) ==
         "[loss] the KD loss needs the teacher's hidden states and head (kd_ratio is 1)");
-  CHECK(message([&] { head_loss(p.hidden, p.head, p.teacher_hidden, p.teacher_head, from_vector(std::vector<int64_t>{0, 1, 9, 2}, {4}), c); }) ==
+  CHECK(error_of([&] { head_loss(p.hidden, p.head, p.teacher_hidden, p.teacher_head, from_vector(std::vector<int64_t>{0, 1, 9, 2}, {4}), c); }) ==
         "[loss] target 9 at token 2 is outside the student's vocabulary of 6 (ignored tokens are -100)");
-  CHECK(message([&] { head_loss(p.hidden, cast(p.head, DType::f64), p.teacher_hidden, p.teacher_head, p.targets, c); }) ==
+  CHECK(error_of([&] { head_loss(p.hidden, cast(p.head, DType::f64), p.teacher_hidden, p.teacher_head, p.targets, c); }) ==
         "[loss] student head is f64, student hidden states is f32");
 }
 
