@@ -13,7 +13,7 @@ say() { printf '[build.sh] %s\n' "$*"; }
 # ---- packages ----
 # clang and libclang-rt-14-dev (libFuzzer) build the fuzz harnesses of tests/fuzz.
 packages=(meson ninja-build g++ pkg-config libeigen3-dev libtbb-dev doctest-dev
-          libboost-program-options-dev libboost-context-dev nlohmann-json3-dev libxxhash-dev libonig-dev libutf8proc-dev libicu-dev zlib1g-dev libzstd-dev zstd fortunes ccache
+          libboost-program-options-dev libboost-context-dev nlohmann-json3-dev libxxhash-dev libonig-dev libutf8proc-dev libicu-dev zlib1g-dev libzstd-dev zstd libtomlplusplus-dev fortunes ccache
           clang libclang-rt-14-dev)
 missing=()
 while read -r name status; do

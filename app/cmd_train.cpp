@@ -8,9 +8,11 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <set>
 
 #include "app/commands.hpp"
 #include "app/options.hpp"
+#include "app/recipe_args.hpp"
 #include "cotan_config.h"
 #include "nn/model_dir.hpp"
 #include "tensor/op_table.hpp"
@@ -125,16 +127,16 @@ std::string resume_command(const std::string& command, const Args& args, const s
   fail(tag, option, " ", value, ": ", close == std::string::npos ? what : what.substr(close + 2));
 }
 
-// The study's students: default_variants(), only those of `kind` when given, the affine ones
+// The study's students: default_variants(), only those of `kinds` when given, the affine ones
 // with --phi and --affine-n applied. --phi keeps one student of a kind run once per phi, and
 // a variant whose settings the options chose names them: "affine(sigmoid, affine_n=full)".
-std::vector<train::StudyVariant> study_variants(std::optional<nn::AttentionKind> kind, const AffineOptions& affine) {
+std::vector<train::StudyVariant> study_variants(const std::vector<nn::AttentionKind>& kinds, const AffineOptions& affine) {
   nn::AttentionConfig chosen;
   apply_affine_options(affine, chosen);  // checks the names before anything else
   const bool renamed = !affine.phi.empty() || !affine.affine_n.empty();
   std::vector<train::StudyVariant> out;
   for (train::StudyVariant v : train::default_variants()) {
-    if (kind && v.attention.kind != *kind) continue;
+    if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), v.attention.kind) == kinds.end()) continue;
     const nn::AttentionKindInfo& info = nn::attention_kind(v.attention.kind);
     if (nn::is_affine(v.attention.kind)) {
       if (info.study_each_phi && !affine.phi.empty() && v.attention.phi != chosen.phi) continue;
@@ -286,25 +288,39 @@ int cmd_pretrain(const Args& args) {
   return 0;
 }
 
-int cmd_distill(const Args& args) {
-  bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
-  train::StudyConfig s = quick ? train::quick_study() : train::default_study();
-  std::string loss_spec, attention, resume_dir, device, dtype, seed, eval_tasks;
+namespace {
+
+// The values of distill's options that are not members of StudyConfig.
+struct DistillValues {
+  std::string loss_spec, attention, resume_dir, device, dtype, seed, eval_tasks, teacher_config;
+  double rho = nn::AttentionConfig{}.rho;
   AffineOptions affine;
-  const std::string attention_help = "only this kind (" + nn::attention_kind_names() + ")";
+};
+
+// Options a recipe cannot set (they say where a run goes, not what it is), and those a resolved
+// recipe leaves out (they do not change the results).
+const std::set<std::string> kNotInRecipes = {"run-dir", "resume", "overwrite", "print-recipe"};
+const std::set<std::string> kNotResolved = {"run-dir", "resume", "overwrite", "print-recipe", "threads", "cache-dir"};
+
+po::options_description distill_options(train::StudyConfig& s, DistillValues& v) {
+  const std::string attention_help =
+      "only these kinds, comma-separated (" + nn::attention_kind_names() + "; default: every kind)";
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
   opts.add_options()("help,h", "show this help")("quick", "a one-minute version of the study")(
+      "print-recipe", "print the resolved recipe (every option's value) and exit")(
       "data", po::value(&s.data), kDataHelp)(
       "tokenizer", po::value(&s.tokenizer),
       "tokenize a text corpus with this tokenizer.json or model directory (default: the teacher's tokenizer.json "
       "when --teacher is a model directory with one, else the bytes)")(
       "text-field", po::value(&s.text_field)->default_value(s.text_field), "the field of a JSONL corpus holding each document")(
       "run-dir", po::value(&s.run_dir), "where results go (default: runs/distill-<time>)")(
-      "resume", po::value(&resume_dir)->value_name("DIR"), "continue the interrupted study in DIR (with the options it was started with)")(
+      "resume", po::value(&v.resume_dir)->value_name("DIR"), "continue the interrupted study in DIR (with the options it was started with)")(
       "cache-dir", po::value(&s.cache_dir), "where pretrained teachers and tokenized corpora are kept (default: ~/.cache/cotan)")(
       "teacher", po::value(&s.teacher)->default_value(s.teacher),
       "an HF model directory (its weights are loaded and frozen), or a preset or config.json (pretrained here first)")(
+      "teacher-config", po::value(&v.teacher_config)->value_name("CONFIG"),
+      "the architecture --teacher's directory must hold (a preset or config.json): a different model is an error")(
       "student", po::value(&s.student)->default_value(s.student),
       "a preset, a config.json, or an HF model directory whose weights start every student")(
       "teacher-steps", po::value(&s.teacher_steps)->default_value(s.teacher_steps),
@@ -316,58 +332,138 @@ int cmd_distill(const Args& args) {
       "every epoch's windows start at offset 0 (as with --teacher-logits): the dense run to compare with")(
       "steps", po::value(&s.student_steps)->default_value(s.student_steps), "distillation steps per student")(
       "seeds", po::value(&s.seeds)->default_value(s.seeds), "repeat each run with N seeds (mean ± std)")(
-      "attention", po::value(&attention), attention_help.c_str())(
+      "attention", po::value(&v.attention), attention_help.c_str())(
+      "rho", po::value(&v.rho)->default_value(v.rho, shown(v.rho)),
+      "affine kinds: the momentum of alpha_ma, alpha_ma <- rho alpha_ma + (1 - rho) mean(alpha)")(
       "composed", "use the composed attention instead of the fused kernels")(
       "eval-ppl", po::value(&s.eval.ppl_data)->value_name("FILE"),
       "score every student and the teacher: perplexity on a text or JSONL corpus (a table column)")(
-      "eval-tasks", po::value(&eval_tasks)->value_name("NAME=FILE,..."),
+      "eval-tasks", po::value(&v.eval_tasks)->value_name("NAME=FILE,..."),
       "and zero-shot accuracy on these tasks (winogrande, piqa, hellaswag, arc_challenge, arc_easy, boolq)")(
       "eval-limit", po::value(&s.eval.limit)->default_value(0), "the first N examples of each task (0: all)");
-  add_affine_options(opts, affine);
-  add_training_options(opts, s.train, loss_spec, device, dtype, seed);
-  po::variables_map vm = parse_options(args, opts);
-  if (vm.count("help")) {
-    std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help()
-              << "\n--phi and --affine-n set the affine students' alpha function and N_i; --phi runs that phi only,\n"
-                 "instead of one affine student per phi.\n";
+  add_affine_options(opts, v.affine);
+  add_training_options(opts, s.train, v.loss_spec, v.device, v.dtype, v.seed);
+  add_recipe_options(opts);
+  add_threads_option(opts);
+  return opts;
+}
+
+// --attention: a comma-separated list of kinds, each named once.
+std::vector<nn::AttentionKind> attention_kinds_option(const std::string& text) {
+  std::vector<nn::AttentionKind> kinds;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string name = text.substr(start, comma - start);
+    nn::AttentionKind kind{};
+    try {
+      kind = nn::parse_attention_kind(name);
+    } catch (const Error& e) {
+      fail_for_option("--attention", text, e);
+    }
+    if (std::find(kinds.begin(), kinds.end(), kind) != kinds.end())
+      fail("option", "--attention ", text, ": ", name, " is named twice");
+    kinds.push_back(kind);
+    start = comma + 1;
+  }
+  return kinds;
+}
+
+}  // namespace
+
+int cmd_distill(const Args& raw_args) {
+  // The recipe's options first, with the option list of a scratch config (the defaults depend on
+  // --quick, which the recipe may set).
+  RecipeArgs expanded;
+  {
+    train::StudyConfig scratch = train::default_study();
+    DistillValues scratch_values;
+    const po::options_description scratch_opts = distill_options(scratch, scratch_values);
+    expanded = expand_recipe(raw_args, scratch_opts, kNotInRecipes, "distill");
+  }
+  const Args& args = expanded.args;
+  const bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
+  train::StudyConfig s = quick ? train::quick_study() : train::default_study();
+  DistillValues v;
+  po::options_description opts = distill_options(s, v);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help()
+                << "\n--phi and --affine-n set the affine students' alpha function and N_i; --phi runs that phi only,\n"
+                   "instead of one affine student per phi.\n"
+                   "\nrecipes (--recipe NAME): ";
+      const std::vector<std::string> names = train::builtin_recipe_names();
+      for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
+      std::cout << "; a recipe's keys are these options without the dashes (docs/recipes.md).\n";
+      return 0;
+    }
+    apply_threads_option(vm);
+    check_training_options(s.train, v.seed);
+    s.train.fused_head = vm.count("no-fused-head") == 0;
+    check_integer("teacher-steps", s.teacher_steps, 0);
+    check_integer("steps", s.student_steps, 1);
+    check_integer("seeds", s.seeds, 1, 1000);
+    check_integer("eval-limit", s.eval.limit, 0, kNoLimit, "0: all");
+    check_number("rho", v.rho, 0, 1);
+    if (v.rho == 1) fail("option", "--rho 1: expected a number in [0, 1) (1 would freeze alpha_ma at its start)");
+    s.eval.tasks = train::parse_task_list(v.eval_tasks, "distill", "--eval-tasks");
+    if (s.eval.limit > 0 && s.eval.tasks.empty()) fail("option", "--eval-limit needs --eval-tasks");
+    s.overwrite = vm.count("overwrite") > 0;
+    if (vm.count("resume") && s.overwrite) fail("option", "--resume and --overwrite exclude each other");
+    if (vm.count("resume")) {
+      resume_into(vm, v.resume_dir, s.run_dir);
+      s.resume = true;
+    }
+    set_kd_loss(s.train.loss, v.loss_spec);
+    // --print-recipe checks the values but not that the files and the device are there: a recipe
+    // for a GPU and a downloaded teacher prints anywhere.
+    const bool printing = vm.count("print-recipe") > 0;
+    if (printing) {
+      try {
+        s.train.device = parse_device(v.device);
+      } catch (const Error& e) {
+        fail_for_option("--device", v.device, e);
+      }
+    } else {
+      s.train.device = device_option(v.device);
+    }
+    s.train.compute_dtype = dtype_option(v.dtype);
+    if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
+    std::vector<nn::AttentionKind> kinds;
+    if (!v.attention.empty()) {
+      kinds = attention_kinds_option(v.attention);
+      bool any_affine = false;
+      for (nn::AttentionKind k : kinds) any_affine |= nn::is_affine(k);
+      check_affine_options_apply(v.affine, any_affine, v.attention);
+    }
+    s.variants = study_variants(kinds, v.affine);
+    if (s.variants.empty()) fail("option", "--attention ", v.attention, " with --phi ", v.affine.phi, " leaves no student");
+    for (train::StudyVariant& variant : s.variants) variant.attention.rho = v.rho;
+    if (!v.teacher_config.empty()) s.teacher_config = load_model_config("--teacher-config", v.teacher_config);
+    if (!printing) {
+      if (s.teacher_logits.empty()) load_model_config("--teacher", s.teacher);
+      load_model_config("--student", s.student);
+    }
+  } catch (const std::exception& e) {
+    expanded.rethrow(e);
+  }
+  s.command = command_line("distill", raw_args);
+  s.recipe = resolved_recipe(vm, opts, kNotResolved,
+                             cat("The resolved recipe of: ", s.command,
+                                 "\nEvery option as the study ran it; replay it with\n"
+                                 "  cotan distill --recipe <this file> --run-dir <another directory>"));
+  if (vm.count("print-recipe")) {
+    std::cout << s.recipe;
     return 0;
   }
-  check_training_options(s.train, seed);
-  s.train.fused_head = vm.count("no-fused-head") == 0;
-  check_integer("teacher-steps", s.teacher_steps, 0);
-  check_integer("steps", s.student_steps, 1);
-  check_integer("seeds", s.seeds, 1, 1000);
-  check_integer("eval-limit", s.eval.limit, 0, kNoLimit, "0: all");
-  s.eval.tasks = train::parse_task_list(eval_tasks, "distill", "--eval-tasks");
-  if (s.eval.limit > 0 && s.eval.tasks.empty()) fail("option", "--eval-limit needs --eval-tasks");
-  s.overwrite = vm.count("overwrite") > 0;
-  if (vm.count("resume") && s.overwrite) fail("option", "--resume and --overwrite exclude each other");
-  if (vm.count("resume")) {
-    resume_into(vm, resume_dir, s.run_dir);
-    s.resume = true;
-  }
-  s.command = command_line("distill", args);
-  set_kd_loss(s.train.loss, loss_spec);
-  s.train.device = device_option(device);
-  s.train.compute_dtype = dtype_option(dtype);
   s.train.progress = isatty(STDERR_FILENO);  // a live bar on a terminal, plain lines in logs
-  if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
-  std::optional<nn::AttentionKind> only_kind;
-  if (!attention.empty()) {
-    try {
-      only_kind = nn::parse_attention_kind(attention);
-    } catch (const Error& e) {
-      fail_for_option("--attention", attention, e);
-    }
-    check_affine_options_apply(affine, *only_kind);
-  }
-  s.variants = study_variants(only_kind, affine);
-  if (s.teacher_logits.empty()) load_model_config("--teacher", s.teacher);
-  load_model_config("--student", s.student);
   train::install_interrupt_handler();
   train::StudyResult r = train::run_study(s);
   if (r.interrupted) {
-    std::cerr << "continue with: " << resume_command("distill", args, r.run_dir) << "\n";
+    std::cerr << "continue with: " << resume_command("distill", raw_args, r.run_dir) << "\n";
     return kInterruptedStatus;
   }
   return 0;

@@ -275,10 +275,13 @@ struct Preset {
   int64_t max_positions;
 };
 
-// docs/models.md ("Configs and presets"), plus the tiny pair of the default recipe (byte vocabulary: 256 + end of document).
+// docs/models.md ("Configs and presets"), plus the tiny pair of the default recipe and the small pair of the `small` recipe (byte vocabulary: 256 + end of document).
 constexpr Preset kPresets[] = {
     {"tiny-teacher", "llama", 192, 4, 6, 2, 512, 257, 10000.0, "none", 1, 1e-5, false, false, 1024},
     {"tiny-student", "llama", 128, 2, 4, 2, 384, 257, 10000.0, "none", 1, 1e-5, false, false, 1024},
+    // The `small` recipe's pair: deeper, for the first-token sink to have a chance to form.
+    {"small-teacher", "llama", 256, 6, 8, 4, 704, 257, 10000.0, "none", 1, 1e-5, false, false, 1024},
+    {"small-student", "llama", 192, 4, 6, 2, 512, 257, 10000.0, "none", 1, 1e-5, false, false, 1024},
     {"qwen1.5-0.5b", "qwen2", 1024, 24, 16, 16, 2816, 151936, 1e6, "none", 1, 1e-6, true, true, 32768},
     {"qwen1.5-1.8b", "qwen2", 2048, 24, 16, 16, 5504, 151936, 1e6, "none", 1, 1e-6, false, true, 32768},
     {"llama3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 5e5, "llama3", 32, 1e-5, true, false, 131072},

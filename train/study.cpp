@@ -180,6 +180,31 @@ void fill_defaults(StudyConfig& config) {
   }
 }
 
+// The teacher --teacher names against the architecture --teacher-config expects: the fields that
+// shape the model (not the attention options, the context length or the initialisation).
+void check_teacher_config(const nn::ModelConfig& expected, const nn::ModelConfig& found, const std::string& teacher) {
+  auto shape = [](const nn::ModelConfig& c) {
+    Json j = Json::object();
+    j["model_type"] = c.model_type == "mistral" ? "llama" : c.model_type;
+    j["vocab_size"] = c.vocab_size;
+    j["hidden_size"] = c.hidden_size;
+    j["num_hidden_layers"] = c.num_layers;
+    j["num_attention_heads"] = c.num_heads;
+    j["num_key_value_heads"] = c.num_kv_heads;
+    j["intermediate_size"] = c.intermediate_size;
+    j["head_dim"] = c.dim_per_head();
+    j["tie_word_embeddings"] = c.tie_word_embeddings;
+    j["qkv_bias"] = c.qkv_bias;
+    j["rope_theta"] = c.rope_theta;
+    j["rope_scaling"] = c.rope_scaling.type;
+    return j;
+  };
+  const Json want = shape(expected), got = shape(found);
+  if (!json_equal(want, got))
+    fail("distill", "--teacher ", teacher, " is not the model --teacher-config expects (",
+         describe_differences(want, got, "expected"), ")");
+}
+
 StudyInputs read_inputs(const StudyConfig& config) {
   backend(config.train.device);  // "[cuda] no CUDA device: ..."
   StudyInputs in;
@@ -194,6 +219,7 @@ StudyInputs read_inputs(const StudyConfig& config) {
     fail("distill", "--teacher ", config.teacher, " has no weights to load, so it is pretrained first: --teacher-steps ",
          config.teacher_steps, " must be at least 1");
   }
+  if (config.teacher_config && !offline) check_teacher_config(*config.teacher_config, in.teacher, config.teacher);
   if (fs::is_directory(config.student)) {
     nn::LoadedModel loaded = nn::load_model_dir(config.student);
     in.student = loaded.config;
@@ -262,8 +288,10 @@ RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, cons
   }
   // Only study.json: a start that failed before anything trained (an input only a run could
   // check, a full disk); nothing is lost in starting over.
-  if (const auto found = run_dir_entries(run_dir.string()); found == std::vector<std::string>{"study.json"} &&
-                                                            !config.overwrite) {
+  const auto found = run_dir_entries(run_dir.string());
+  const bool untrained = found == std::vector<std::string>{"study.json"} ||
+                         found == std::vector<std::string>{"recipe.toml", "study.json"};
+  if (untrained && !config.overwrite) {
     std::cout << "starting over in " << run_dir.string() << ": it holds only the study.json of a study that trained nothing\n";
   } else if (!found.empty()) {
     if (!config.overwrite) {
@@ -278,6 +306,7 @@ RunDirLock open_run_dir(const StudyConfig& config, const fs::path& run_dir, cons
   study["command"] = config.command;
   study["config"] = recorded;
   write_file_atomically(study_file.string(), {dump_json(study, 2) + "\n"}, "distill");
+  if (!config.recipe.empty()) write_file_atomically((run_dir / "recipe.toml").string(), {config.recipe}, "distill");
   return lock;
 }
 

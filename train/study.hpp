@@ -4,6 +4,7 @@
 //
 // Run directory:
 //   study.json           the command line and the config: everything that determines the results
+//   recipe.toml          every option as the study ran it (`--recipe <run dir>` replays it)
 //   teacher/             the teacher's run (trainer.hpp), when it was pretrained here
 //   <variant>[-seedN]/   one student's run, and model/ with its final weights; the folder is the
 //                        variant's name made shell-safe: affine-linear_clip for affine(linear_clip)
@@ -19,6 +20,7 @@
 // only study.json (a start that trained nothing) is started over.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,9 @@ struct StudyConfig {
   // pretrained, the students train on the sparse KL against these targets, and the table has no
   // teacher row (`teacher` and `teacher_steps` are not used).
   std::string teacher_logits;
+  // The architecture a teacher directory must hold (`--teacher-config`, a recipe's way of saying
+  // which model it expects): a directory holding another model is an error naming the fields.
+  std::optional<nn::ModelConfig> teacher_config;
   std::string student = "tiny-student";
   int64_t teacher_steps = 200;
   int64_t student_steps = 150;
@@ -59,6 +64,9 @@ struct StudyConfig {
   bool resume = false;   // continue the study in run_dir (which must then be given)
   bool overwrite = false;  // a new study in a run_dir that holds files moves them aside (DIR.old-N)
   std::string command;   // the command line, kept in study.json to show how the study was started
+  // The resolved recipe (app/recipe_args.hpp): written to recipe.toml beside study.json, so that
+  // `cotan distill --recipe <run dir>/recipe.toml` replays the study. Empty: none is written.
+  std::string recipe;
 };
 
 struct StudyResult {
