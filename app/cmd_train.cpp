@@ -12,6 +12,7 @@
 
 #include "app/commands.hpp"
 #include "app/options.hpp"
+#include "app/distill_options.hpp"
 #include "app/recipe_args.hpp"
 #include "cotan_config.h"
 #include "nn/model_dir.hpp"
@@ -290,13 +291,6 @@ int cmd_pretrain(const Args& args) {
 
 namespace {
 
-// The values of distill's options that are not members of StudyConfig.
-struct DistillValues {
-  std::string loss_spec, attention, resume_dir, device, dtype, seed, eval_tasks, teacher_config;
-  double rho = nn::AttentionConfig{}.rho;
-  AffineOptions affine;
-};
-
 // Options a recipe cannot set (they say where a run goes, not what it is), and those a resolved
 // recipe leaves out (they do not change the results).
 const std::set<std::string> kNotInRecipes = {"run-dir", "resume", "overwrite", "print-recipe"};
@@ -371,35 +365,31 @@ std::vector<nn::AttentionKind> attention_kinds_option(const std::string& text) {
 
 }  // namespace
 
-int cmd_distill(const Args& raw_args) {
+DistilledOptions parse_distill_options(const Args& raw_args, const std::string& command,
+                                       const std::function<void(po::options_description&)>& more, bool check_files) {
+  DistilledOptions d;
   // The recipe's options first, with the option list of a scratch config (the defaults depend on
   // --quick, which the recipe may set).
-  RecipeArgs expanded;
   {
     train::StudyConfig scratch = train::default_study();
     DistillValues scratch_values;
-    const po::options_description scratch_opts = distill_options(scratch, scratch_values);
-    expanded = expand_recipe(raw_args, scratch_opts, kNotInRecipes, "distill");
+    po::options_description scratch_opts = distill_options(scratch, scratch_values);
+    if (more) more(scratch_opts);
+    d.expanded = expand_recipe(raw_args, scratch_opts, kNotInRecipes, command);
   }
-  const Args& args = expanded.args;
+  const Args& args = d.expanded.args;
   const bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
-  train::StudyConfig s = quick ? train::quick_study() : train::default_study();
-  DistillValues v;
-  po::options_description opts = distill_options(s, v);
-  po::variables_map vm;
+  d.study = std::make_unique<train::StudyConfig>(quick ? train::quick_study() : train::default_study());
+  d.values = std::make_unique<DistillValues>();
+  train::StudyConfig& s = *d.study;
+  DistillValues& v = *d.values;
+  d.opts = std::make_unique<po::options_description>(distill_options(s, v));
+  if (more) more(*d.opts);
+  po::variables_map& vm = d.vm;
   try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::store(po::command_line_parser(args).options(*d.opts).run(), vm);
     po::notify(vm);
-    if (vm.count("help")) {
-      std::cout << opts << "\nattention kinds:\n" << nn::attention_kinds_help()
-                << "\n--phi and --affine-n set the affine students' alpha function and N_i; --phi runs that phi only,\n"
-                   "instead of one affine student per phi.\n"
-                   "\nrecipes (--recipe NAME): ";
-      const std::vector<std::string> names = train::builtin_recipe_names();
-      for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
-      std::cout << "; a recipe's keys are these options without the dashes (docs/recipes.md).\n";
-      return 0;
-    }
+    if (vm.count("help")) return d;
     apply_threads_option(vm);
     check_training_options(s.train, v.seed);
     s.train.fused_head = vm.count("no-fused-head") == 0;
@@ -418,10 +408,9 @@ int cmd_distill(const Args& raw_args) {
       s.resume = true;
     }
     set_kd_loss(s.train.loss, v.loss_spec);
-    // --print-recipe checks the values but not that the files and the device are there: a recipe
-    // for a GPU and a downloaded teacher prints anywhere.
-    const bool printing = vm.count("print-recipe") > 0;
-    if (printing) {
+    // Without check_files the values are checked but not that the files and the device are
+    // there: a recipe for a GPU and a downloaded teacher prints (and plans) anywhere.
+    if (!check_files) {
       try {
         s.train.device = parse_device(v.device);
       } catch (const Error& e) {
@@ -443,19 +432,37 @@ int cmd_distill(const Args& raw_args) {
     if (s.variants.empty()) fail("option", "--attention ", v.attention, " with --phi ", v.affine.phi, " leaves no student");
     for (train::StudyVariant& variant : s.variants) variant.attention.rho = v.rho;
     if (!v.teacher_config.empty()) s.teacher_config = load_model_config("--teacher-config", v.teacher_config);
-    if (!printing) {
+    if (check_files) {
       if (s.teacher_logits.empty()) load_model_config("--teacher", s.teacher);
       load_model_config("--student", s.student);
     }
   } catch (const std::exception& e) {
-    expanded.rethrow(e);
+    d.expanded.rethrow(e);
   }
-  s.command = command_line("distill", raw_args);
-  s.recipe = resolved_recipe(vm, opts, kNotResolved,
+  s.command = command_line(command, raw_args);
+  s.recipe = resolved_recipe(vm, *d.opts, kNotResolved,
                              cat("The resolved recipe of: ", s.command,
                                  "\nEvery option as the study ran it; replay it with\n"
                                  "  cotan distill --recipe <this file> --run-dir <another directory>"));
-  if (vm.count("print-recipe")) {
+  return d;
+}
+
+int cmd_distill(const Args& raw_args) {
+  // --print-recipe checks the values only (parse_distill_options' check_files).
+  const bool printing = std::find(raw_args.begin(), raw_args.end(), "--print-recipe") != raw_args.end();
+  DistilledOptions d = parse_distill_options(raw_args, "distill", nullptr, !printing);
+  train::StudyConfig& s = *d.study;
+  if (d.vm.count("help")) {
+    std::cout << *d.opts << "\nattention kinds:\n" << nn::attention_kinds_help()
+              << "\n--phi and --affine-n set the affine students' alpha function and N_i; --phi runs that phi only,\n"
+                 "instead of one affine student per phi.\n"
+                 "\nrecipes (--recipe NAME): ";
+    const std::vector<std::string> names = train::builtin_recipe_names();
+    for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
+    std::cout << "; a recipe's keys are these options without the dashes (docs/recipes.md).\n";
+    return 0;
+  }
+  if (d.vm.count("print-recipe")) {
     std::cout << s.recipe;
     return 0;
   }

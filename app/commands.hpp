@@ -17,6 +17,7 @@ int cmd_info(const Args& args);       // cotan info
 int cmd_gradcheck(const Args& args);  // cotan gradcheck [--json]
 int cmd_pretrain(const Args& args);   // cotan pretrain [options]
 int cmd_distill(const Args& args);    // cotan distill [--quick] [options]: the attention-kind study
+int cmd_plan(const Args& args);       // cotan plan --recipe FILE --gpus N --gpu-memory SIZE: memory and time
 int cmd_generate(const Args& args);   // cotan generate --model DIR [--prompt TEXT] [options]
 int cmd_eval(const Args& args);       // cotan eval --model DIR [--ppl-data FILE] [--tasks NAME=FILE,...]
 int cmd_params(const Args& args);     // cotan params --config NAME --attention KIND [--json]

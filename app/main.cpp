@@ -26,6 +26,7 @@ constexpr Command commands[] = {
     {"info", cotan::app::cmd_info, "build configuration, libraries, CPU threads and CUDA devices"},
     {"gradcheck", cotan::app::cmd_gradcheck, "numerical gradient checks of the engine's ops"},
     {"distill", cotan::app::cmd_distill, "the study: a teacher, one student per attention kind, a comparison"},
+    {"plan", cotan::app::cmd_plan, "the memory per GPU and the time of a distillation recipe, before it runs"},
     {"pretrain", cotan::app::cmd_pretrain, "train a model (a teacher) with cross-entropy"},
     {"generate", cotan::app::cmd_generate, "text from a model directory, with a KV cache"},
     {"eval", cotan::app::cmd_eval, "perplexity and zero-shot accuracy of a model directory (Table 1)"},

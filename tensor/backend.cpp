@@ -80,8 +80,10 @@ HeadLossResult Backend::head_loss(const HeadLossSpec& spec, const KdLossConfig& 
     const Tensor one = arange(share, 0, 1, dtype);
     const Tensor scale = one.as_strided(h.shape(), {0, 0}, one.offset());
     d_hidden.push_back(binary(BinaryOp::mul, matmul(part.grad, spec.head), scale));  // [C, Ds]
-    const Tensor d_head = matmul(transpose(part.grad), binary(BinaryOp::mul, h, scale));  // [V, Ds]
-    out.d_head = out.d_head.defined() ? binary(BinaryOp::add, out.d_head, d_head) : d_head;
+    // d_head [V, Ds] += G^T (h * share), in place: no second [V, Ds] exists.
+    const Tensor scaled_h = binary(BinaryOp::mul, h, scale);
+    if (out.d_head.defined()) matmul_accumulate(transpose(part.grad), scaled_h, out.d_head);
+    else out.d_head = matmul(transpose(part.grad), scaled_h);
   }
   if (want_kd) out.total += config.kd_ratio * out.kd;
   if (config.kd_ratio < 1) out.total += (1 - config.kd_ratio) * out.ce;

@@ -144,6 +144,25 @@ Tensor Backend::matmul(const Tensor& a, const Tensor& b) {
   return matmul_kernel(a, b);
 }
 
+void Backend::matmul_accumulate(const Tensor& a, const Tensor& b, const Tensor& c) {
+  check(a.dtype() == b.dtype() && a.dtype() == c.dtype(), "matmul_accumulate", "dtypes ", a.dtype(), ", ", b.dtype(),
+        " and ", c.dtype(), " differ");
+  check(is_floating(a.dtype()), "matmul_accumulate", "expects a floating dtype, got ", a.dtype());
+  check(a.device() == c.device() && b.device() == c.device(), "matmul_accumulate", "operands on ", a.device(), ", ",
+        b.device(), " and ", c.device());
+  check(a.dim() == 2 && b.dim() == 2 && c.dim() == 2 && a.size(1) == b.size(0) && c.size(0) == a.size(0) &&
+            c.size(1) == b.size(1),
+        "matmul_accumulate", "shapes ", to_string(a.shape()), " x ", to_string(b.shape()), " into ", to_string(c.shape()),
+        " do not match");
+  check(c.is_contiguous(), "matmul_accumulate", "the sum [", c.size(0), ", ", c.size(1), "] must be contiguous");
+  if (c.numel() == 0 || a.size(1) == 0) return;
+  matmul_accumulate_kernel(a, b, c);
+}
+
+void Backend::matmul_accumulate_kernel(const Tensor& a, const Tensor& b, const Tensor& c) {
+  assign_kernel(c, binary_kernel(BinaryOp::add, c, matmul_kernel(a, b)));
+}
+
 // ---- indexing ----
 
 Tensor Backend::gather(const Tensor& x, int64_t axis, const Tensor& index) {

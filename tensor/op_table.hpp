@@ -192,6 +192,12 @@ class Backend {
   // [B..., M, K] x [B..., K, N] -> [B..., M, N]; batch dims equal (broadcast ones have stride 0);
   // either operand may be transposed through its strides.
   Tensor matmul(const Tensor& a, const Tensor& b);
+  // c += a b for matrices a [M, K] and b [K, N] (either may be transposed through its strides)
+  // into a contiguous c [M, N] of their dtype and device: a sum of products that needs no
+  // [M, N] temporary (the head loss's weight gradient over chunks of rows). Deterministic like
+  // matmul; the result may differ from c + matmul(a, b) in the last bits (the sum is added to c in
+  // K blocks).
+  void matmul_accumulate(const Tensor& a, const Tensor& b, const Tensor& c);
   // Whether f32 matmuls may round their operands to TF32 on tensor cores (the CUDA backend's
   // cuBLAS path; process-wide, off by default). A backend without the mode refuses to enable it.
   virtual bool tf32() const { return false; }
@@ -281,6 +287,9 @@ class Backend {
   virtual Tensor logsumexp_kernel(const Tensor& x, int64_t axis) = 0;
   virtual Tensor cumsum_kernel(const Tensor& x, int64_t axis, bool reverse) = 0;
   virtual Tensor matmul_kernel(const Tensor& a, const Tensor& b) = 0;
+  // The default is matmul_kernel, then an add assigned into c (a temporary of c's size); the CPU
+  // backend accumulates inside its GEMM for f32 and f64.
+  virtual void matmul_accumulate_kernel(const Tensor& a, const Tensor& b, const Tensor& c);
   virtual Tensor gather_kernel(const Tensor& x, int64_t axis, const Tensor& index) = 0;
   virtual Tensor scatter_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) = 0;
   virtual Tensor index_select_kernel(const Tensor& x, int64_t axis, const Tensor& index) = 0;

@@ -32,6 +32,7 @@ class CpuBackend final : public Backend {
   Tensor cumsum_kernel(const Tensor& x, int64_t axis, bool reverse) override;
 
   Tensor matmul_kernel(const Tensor& a, const Tensor& b) override;
+  void matmul_accumulate_kernel(const Tensor& a, const Tensor& b, const Tensor& c) override;
 
   Tensor gather_kernel(const Tensor& x, int64_t axis, const Tensor& index) override;
   Tensor scatter_add_kernel(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) override;

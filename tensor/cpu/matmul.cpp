@@ -439,8 +439,9 @@ const Blocking& blocking() {
 int64_t part_begin(int64_t total, int64_t parts, int64_t p) { return total * p / parts; }
 
 // C[M x N] (row-major, leading dimension N) = A B, T the compute type, S the stored type.
+// With `accumulate` the products are added to C instead of replacing it.
 template <class T, class S>
-void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t k, bool split) {
+void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t k, bool split, bool accumulate = false) {
   constexpr int64_t MR = kMR, NR = kNR<T>;
   const Blocking& blocks = blocking<T>();
   const int64_t KC = blocks.kc, MC = blocks.mc;
@@ -516,7 +517,7 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
           const int64_t ldb = direct_b ? b.row_stride : NR;
           for (int64_t ir = 0; ir < mc; ir += MR)
             micro_kernel_rows<T>(kc, chunk_a + ir * kc, panel_b, ldb, c + (i0 + ir) * n + jc + jr, n,
-                                 std::min(MR, mc - ir), std::min(NR, j1 - jr), p == 0);
+                                 std::min(MR, mc - ir), std::min(NR, j1 - jr), p == 0 && !accumulate);
         }
       }
     };
@@ -542,6 +543,15 @@ void matmul_batch(const Tensor& a, const Tensor& b, const Tensor& out, int64_t m
     packed_gemm<T, S>(ai, bi, c.data() + i * m * n, m, n, k, split);
   });
   c.finish();
+}
+
+// C += A B for one product into a contiguous C, the GEMM adding its K blocks to C.
+template <class T>
+void matmul_accumulate_packed(const Tensor& a, const Tensor& b, const Tensor& c) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Operand<T> ai{a.data<T>(), a.strides()[0], a.strides()[1]};
+  Operand<T> bi{b.data<T>(), b.strides()[0], b.strides()[1]};
+  packed_gemm<T, T>(ai, bi, c.data<T>(), m, n, k, m * n * k >= kParallelWork, true);
 }
 
 #else  // no AVX2 + FMA: Eigen
@@ -649,6 +659,21 @@ void matmul_batch(const Tensor& a_in, const Tensor& b_in, const Tensor& out, int
 #endif  // COTAN_PACKED_GEMM
 
 }  // namespace
+
+void CpuBackend::matmul_accumulate_kernel(const Tensor& a, const Tensor& b, const Tensor& c) {
+  check(a.device().is_cpu() && b.device().is_cpu() && c.device().is_cpu(), "matmul_accumulate", "expects CPU tensors");
+#ifdef COTAN_PACKED_GEMM
+  if (a.dtype() == DType::f32) {
+    matmul_accumulate_packed<float>(a, b, c);
+    return;
+  }
+  if (a.dtype() == DType::f64) {
+    matmul_accumulate_packed<double>(a, b, c);
+    return;
+  }
+#endif
+  Backend::matmul_accumulate_kernel(a, b, c);  // bf16 (a wide buffer per product) and the Eigen path
+}
 
 Tensor CpuBackend::matmul_kernel(const Tensor& a, const Tensor& b) {
   check(a.device().is_cpu() && b.device().is_cpu(), "matmul", "expects CPU tensors, got ", a.device(), " and ",

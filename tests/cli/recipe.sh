@@ -126,4 +126,36 @@ JSON
     > "$STDOUT" 2> "$STDERR" || fail "the matching teacher was refused: $(cat "$STDERR")"
 }
 
+case_plan_paper_recipes() {
+  for name in qwen1.5-0.5b-from-1.8b llama3.2-1b-from-3b llama3.2-3b-from-3.1-8b; do
+    "$COTAN" plan --recipe "$name" --gpus 8 --gpu-memory 80GiB > "$STDOUT" 2> "$STDERR" || { fail "$name: $(cat "$STDERR")"; continue; }
+    for word in "plan: recipe '$name'" "not there: its --teacher-config" "global batch 1024 sequences x 2048 tokens" \
+                "8 GPUs x 80.00 GiB" "AdamW moments" "teacher weights (bf16)" "activations" "with --checkpoint-layers" \
+                "peak by student: softmax" "affine_gated" "FLOPs per step" "per student (9000 steps)"; do
+      grep -qF -- "$word" "$STDOUT" || fail "$name: the plan lacks '$word': $(cat "$STDOUT")"
+    done
+    grep -Eq "^  peak +[0-9.]+ GiB  (fits|does not fit in 72.00 GiB)$" "$STDOUT" || fail "$name: no peak line: $(cat "$STDOUT")"
+    "$COTAN" plan --recipe "$name" --gpus 8 --zero 1 --checkpoint-layers --json > "$STDOUT" 2> "$STDERR" || fail "$name --json: $(cat "$STDERR")"
+    for field in '"peak":' '"activations_without_checkpointing":' '"largest_micro_batch":' '"flops_per_step":' '"zero": 1'; do
+      grep -qF -- "$field" "$STDOUT" || fail "$name: the JSON lacks $field"
+    done
+  done
+  # The 8B teacher's pair does not fit 80 GB GPUs without sharding or checkpointing; it does with both.
+  "$COTAN" plan --recipe llama3.2-3b-from-3.1-8b --gpus 8 --gpu-memory 80GiB > "$STDOUT" 2>&1
+  grep -qF "no micro-batch fits without activation checkpointing" "$STDOUT" || fail "the 8B pair fits unsharded: $(cat "$STDOUT")"
+  "$COTAN" plan --recipe llama3.2-3b-from-3.1-8b --gpus 8 --gpu-memory 80GiB --zero 1 --checkpoint-layers > "$STDOUT" 2>&1
+  grep -qF "largest micro-batch that fits" "$STDOUT" || fail "the 8B pair does not fit with ZeRO-1 and checkpointing: $(cat "$STDOUT")"
+}
+
+case_plan_bad_input() {
+  expect_error "--gpu-memory 80x|80GiB" "$COTAN" plan --recipe tiny --gpu-memory 80x
+  expect_error "--gpus 0" "$COTAN" plan --recipe tiny --gpus 0
+  expect_error "--zero 2" "$COTAN" plan --recipe tiny --zero 2
+  expect_error "--teacher $WORK/absent|--teacher-config" "$COTAN" plan --teacher "$WORK/absent" --student tiny-student
+  printf 'gpus = 4\n' > "$WORK/p.toml"
+  expect_error "$WORK/p.toml line 1|unknown key 'gpus'" "$COTAN" distill --recipe "$WORK/p.toml"
+  "$COTAN" plan --recipe "$WORK/p.toml" > "$STDOUT" 2> "$STDERR" || fail "plan refused its own key in a recipe: $(cat "$STDERR")"
+  grep -qF "4 GPUs" "$STDOUT" || fail "the recipe's gpus = 4 was not used: $(cat "$STDOUT")"
+}
+
 run_case

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -326,4 +327,76 @@ TEST_CASE("matmul: errors name the op, the shapes and dtypes") {
   CHECK(message(random_tensor<float>({4, 8}), random_tensor<double>({8, 2})) == "[matmul] dtypes f32 and f64 differ");
   CHECK(message(random_tensor<float>({8}), random_tensor<float>({8, 2})) ==
         "[matmul] expects matrices with at least 2 dims, got shapes [8] and [8, 2]");
+}
+
+namespace {
+
+// c0 + a b in long double against matmul_accumulate into a copy of c0: within `tol` times
+// |c0| + sum_k |a_ik b_kj| (for bf16 that includes its roundings).
+template <class T>
+void check_accumulate(const Tensor& a, const Tensor& b, double tol) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  const Tensor c0 = random_tensor<T>({m, n});
+  Tensor c = Tensor::empty({m, n}, dtype_v<T>);
+  std::memcpy(c.data_ptr(), c0.data_ptr(), c.nbytes());
+  cpu_backend().matmul_accumulate(a, b, c);
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  const int64_t ar = a.strides()[0], ac = a.strides()[1], br = b.strides()[0], bc = b.strides()[1];
+  double worst = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      long double exact = convert<double>(c0.data<T>()[i * n + j]), magnitude = std::abs(exact);
+      for (int64_t p = 0; p < k; ++p) {
+        const long double x = (long double)convert<double>(pa[i * ar + p * ac]) * convert<double>(pb[p * br + j * bc]);
+        exact += x;
+        magnitude += std::abs(x);
+      }
+      double error = double(std::abs((long double)convert<double>(c.data<T>()[i * n + j]) - exact));
+      worst = std::max(worst, error / std::max(double(magnitude), 1e-300));
+    }
+  CHECK(worst <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("matmul_accumulate: c += a b across tile edges, K chunks and transposed operands") {
+  for (auto [m, k, n] : {std::tuple{1, 1, 1}, {17, 65, 33}, {130, 2100, 77}, {256, 300, 517}}) {
+    CAPTURE(m);
+    CAPTURE(k);
+    CAPTURE(n);
+    check_accumulate<float>(random_tensor<float>({m, k}), random_tensor<float>({k, n}), 1e-5);
+    check_accumulate<float>(column_major<float>({m, k}), random_tensor<float>({k, n}), 1e-5);
+    check_accumulate<float>(random_tensor<float>({m, k}), column_major<float>({k, n}), 1e-5);
+    check_accumulate<double>(column_major<double>({m, k}), random_tensor<double>({k, n}), 1e-12);
+    // The default path: the product rounded to bf16, then the sum: two roundings of 2^-9 each.
+    check_accumulate<bf16>(random_tensor<bf16>({m, k}), random_tensor<bf16>({k, n}), std::ldexp(1.0, -8));
+  }
+}
+
+TEST_CASE("matmul_accumulate: the same bits with 1 and 2 threads, and errors that name the shapes") {
+  const Tensor a = column_major<float>({600, 2100}), b = random_tensor<float>({2100, 517});
+  const Tensor c0 = random_tensor<float>({600, 517});
+  auto with_threads = [&](size_t threads) {
+    tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+    Tensor c = Tensor::empty({600, 517}, DType::f32);
+    std::memcpy(c.data_ptr(), c0.data_ptr(), c.nbytes());
+    cpu_backend().matmul_accumulate(a, b, c);
+    return bytes(c);
+  };
+  CHECK(with_threads(1) == with_threads(2));
+  auto message = [](const Tensor& x, const Tensor& y, const Tensor& c) -> std::string {
+    try {
+      cpu_backend().matmul_accumulate(x, y, c);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  CHECK(message(random_tensor<float>({4, 8}), random_tensor<float>({8, 2}), random_tensor<float>({4, 3})) ==
+        "[matmul_accumulate] shapes [4, 8] x [8, 2] into [4, 3] do not match");
+  CHECK(message(random_tensor<float>({4, 8}), random_tensor<float>({8, 2}), random_tensor<double>({4, 2})) ==
+        "[matmul_accumulate] dtypes f32, f32 and f64 differ");
+  CHECK(message(random_tensor<float>({4, 8}), random_tensor<float>({8, 2}), column_major<float>({4, 2})) ==
+        "[matmul_accumulate] the sum [4, 2] must be contiguous");
 }
