@@ -39,6 +39,7 @@
 #include "tensor/error.hpp"
 #include "tensor/ops.hpp"
 #include "train/losses.hpp"
+#include "train/teacher_topk.hpp"
 
 #ifdef COTAN_HAVE_CUDA
 #include "cuda/allocator.hpp"
@@ -163,6 +164,38 @@ int bench_head_loss(const po::variables_map& vm, const train::LossConfig& config
                          return train::distill_loss(matmul(h, transpose(w)), teacher_logits, targets, config);
                        }, value_composed, grad_composed);
                      }, {}, {}});
+  // Offline targets: the sparse KL with the student's head inside the loss (train::sparse_head_loss).
+  // Their values only need to be valid: per row K distinct ids and a distribution over them and
+  // the tail, drawn at random.
+  std::vector<train::TopkTargets> offline;
+  std::vector<std::string> offline_names;
+  const bool offline_ok = config.kind == train::KdLoss::fkl && device.is_cpu();
+  for (const int64_t k : offline_ok ? vm["top-k"].as<std::vector<int64_t>>() : std::vector<int64_t>{}) {
+    check(k >= 1 && k < vocab, "--top-k", "each K must be in [1, vocab), got ", k);
+    std::vector<int32_t> ids(static_cast<size_t>(tokens * k));
+    std::vector<float> logp(static_cast<size_t>(tokens * k)), tail(static_cast<size_t>(tokens));
+    const std::vector<double> u = rand({tokens, k + 1}, gen, DType::f64).to_vector<double>();
+    for (int64_t r = 0; r < tokens; ++r) {
+      const int64_t start = int64_t(u[size_t(r * (k + 1))] * double(vocab)), step = vocab / k;
+      double sum = 0;
+      for (int64_t j = 0; j <= k; ++j) sum += u[size_t(r * (k + 1) + j)] + 1e-3;
+      for (int64_t j = 0; j < k; ++j) {
+        ids[size_t(r * k + j)] = int32_t((start + j * step) % vocab);
+        logp[size_t(r * k + j)] = float(std::log((u[size_t(r * (k + 1) + j)] + 1e-3) / sum));
+      }
+      tail[size_t(r)] = float(std::log((u[size_t(r * (k + 1) + k)] + 1e-3) / sum));
+    }
+    offline.push_back({from_vector(ids, {tokens, k}), cast(from_vector(logp, {tokens, k}), dtype),
+                       cast(from_vector(tail, {tokens}), dtype)});
+    offline_names.push_back(cat("offline-top", k));
+  }
+  Tensor value_offline, grad_offline;
+  for (size_t i = 0; i < offline.size(); ++i)
+    entries.push_back({offline_names[i].c_str(), [&, i] {
+                         with_grads([&](const Tensor& h, const Tensor& w) {
+                           return train::sparse_head_loss(h, w, offline[i], targets, config, chunk);
+                         }, value_offline, grad_offline);
+                       }, {}, {}});
   entries.push_back({"gemms", [&] {
                        NoGrad no_grad;
                        const Tensor s = matmul(hidden, transpose(head));
@@ -172,7 +205,7 @@ int bench_head_loss(const po::variables_map& vm, const train::LossConfig& config
   for (Entry& e : entries) e.run();  // warm-up
   for (int r = 0; r < repeat; ++r)
     for (Entry& e : entries) {
-      value_fused = value_composed = grad_fused = grad_composed = Tensor();
+      value_fused = value_composed = grad_fused = grad_composed = value_offline = grad_offline = Tensor();
       e.seconds.push_back(seconds_on(device, e.run));
     }
   entries[0].run();
@@ -180,11 +213,11 @@ int bench_head_loss(const po::variables_map& vm, const train::LossConfig& config
   const double value_diff = std::abs(value_fused.item<double>() - value_composed.item<double>());
   const double grad_diff = max(abs(cast(grad_fused, DType::f64) - cast(grad_composed, DType::f64))).item<double>();
   for (Entry& e : entries) {
-    value_fused = value_composed = grad_fused = grad_composed = Tensor();
+    value_fused = value_composed = grad_fused = grad_composed = value_offline = grad_offline = Tensor();
     e.peak_bytes = peak_extra_bytes_on(device, e.run);
   }
   const double logits_mib = double(tokens) * double(vocab) * double(dtype_size(dtype)) / kMiB;
-  const double gemm_ms = median(entries[2].seconds) * 1e3;
+  const double gemm_ms = median(entries.back().seconds) * 1e3;
   if (json) {
     std::cout << "{\"mode\":\"fused-head\",\"tokens\":" << tokens << ",\"vocab\":" << vocab << ",\"hidden\":" << dim
               << ",\"chunk_rows\":" << chunk << ",\"kind\":\"" << train::kd_loss_spec(config) << "\",\"dtype\":\""
@@ -231,7 +264,9 @@ int bench_kd_loss(const Args& args) {
                      "heads; --tokens and --vocab then default to 8192 and 151936")
       ("hidden", po::value<int64_t>()->default_value(1024), "--fused-head: hidden size D of both models")
       ("chunk-rows", po::value<int64_t>()->default_value(train::kHeadChunkRows), "--fused-head: rows per chunk")
-      ("dtype", po::value<std::string>()->default_value("f32"), "--fused-head: f32 or bf16");
+      ("dtype", po::value<std::string>()->default_value("f32"), "--fused-head: f32 or bf16")
+      ("top-k", po::value<std::vector<int64_t>>()->multitoken()->default_value({64, 256}, "64 256"),
+       "--fused-head: also the sparse KL against offline top-K targets, for each K (fkl, on the CPU)");
   po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
     std::cout << options << "\n";

@@ -21,6 +21,7 @@
 
 #include "autograd/autograd.hpp"
 #include "tensor/cpu/parallel.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "util/atomic_file.hpp"
 #include "util/checksum.hpp"
@@ -88,138 +89,246 @@ TopkTargets teacher_topk(const Tensor& teacher_logits, int64_t k, double tempera
 
 // ---- the sparse KL ----
 
-LossParts sparse_distill_loss(const Tensor& student_logits, const TopkTargets& teacher, const Tensor& targets,
-                              const LossConfig& config) {
-  constexpr const char* op = "loss";
-  const double tau = config.temperature, ratio = config.kd_ratio;
-  check(std::isfinite(tau) && tau > 0, op, "temperature must be positive, got ", tau);
-  check(ratio >= 0 && ratio <= 1, op, "kd_ratio must be in [0, 1], got ", ratio);
-  check(config.kind == KdLoss::fkl, op, "offline teacher top-k supports only the fkl loss, got ", kd_loss_spec(config));
-  check(student_logits.defined() && (student_logits.dim() == 2 || student_logits.dim() == 3), op,
-        "student logits must be [N, V] or [B, T, V]");
-  check(is_floating(student_logits.dtype()), op, "student logits must be floating, got ", student_logits.dtype());
-  const int64_t vocab = student_logits.size(-1), rows = student_logits.numel() / vocab;
-  const bool want_kd = ratio > 0, want_ce = ratio < 1;
-  int64_t k = 0;
+namespace {
+
+// The sparse loss's inputs other than the student's logits, checked and read to the host.
+struct SparseInputs {
+  int64_t rows = 0, vocab = 0, k = 0, count = 0;
+  double tau = 1, ratio = 1, per_token = 0;
+  bool want_kd = false, want_ce = false;
   std::vector<int32_t> ids;
   std::vector<double> logp, tail;
-  if (want_kd) {
-    check(teacher.defined(), op, "the sparse KL needs the teacher's top-k (kd_ratio is ", ratio, ")");
-    k = teacher.ids.size(-1);
-    Shape want = leading(student_logits);
-    want.push_back(k);
-    if (teacher.ids.shape() != want || teacher.logp.shape() != want || teacher.tail.shape() != leading(student_logits))
-      fail(op, "teacher top-k ids ", to_string(teacher.ids.shape()), ", log-probabilities ",
-           to_string(teacher.logp.shape()), " and tail ", to_string(teacher.tail.shape()),
-           " do not match the student logits ", to_string(student_logits.shape()));
-    check(k >= 1 && k <= vocab, op, "teacher top-k ", k, " is larger than the student's vocabulary ", vocab);
-    ids = teacher.ids.to_vector<int32_t>();
-    logp = teacher.logp.to_vector<double>();
-    tail = teacher.tail.to_vector<double>();
-  }
   std::vector<int64_t> target_ids;
-  if (targets.defined()) {
-    check(targets.shape() == leading(student_logits), op, "targets ", to_string(targets.shape()),
-          " do not match the student logits ", to_string(student_logits.shape()));
-    target_ids = targets.to_vector<int64_t>();
-  } else {
-    check(!want_ce, op, "cross-entropy needs targets (kd_ratio is ", ratio, ")");
-  }
+  std::vector<char> counted;
+};
 
-  const std::vector<double> s = student_logits.detach().to_vector<double>();
-  const bool differentiate = grad_enabled() && student_logits.tracked();
-  std::vector<double> grad(differentiate ? s.size() : 0);
-  std::vector<double> row_kd(size_t(rows), 0), row_ce(size_t(rows), 0), row_h(size_t(rows), 0);
-  std::vector<char> counted(size_t(rows), 1);
-  std::vector<int64_t> all(static_cast<size_t>(vocab));
-  std::iota(all.begin(), all.end(), int64_t(0));
-  int64_t count = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    if (!target_ids.empty()) {
-      const int64_t t = target_ids[size_t(r)];
+// `rows` x `vocab` student logits of leading shape `lead` (named `what` in errors).
+SparseInputs read_sparse_inputs(const Shape& lead, int64_t vocab, const std::string& what, const TopkTargets& teacher,
+                                const Tensor& targets, const LossConfig& config) {
+  constexpr const char* op = "loss";
+  SparseInputs in;
+  in.tau = config.temperature, in.ratio = config.kd_ratio;
+  check(std::isfinite(in.tau) && in.tau > 0, op, "temperature must be positive, got ", in.tau);
+  check(in.ratio >= 0 && in.ratio <= 1, op, "kd_ratio must be in [0, 1], got ", in.ratio);
+  check(config.kind == KdLoss::fkl, op, "offline teacher top-k supports only the fkl loss, got ", kd_loss_spec(config));
+  in.vocab = vocab;
+  in.rows = numel(lead);
+  in.want_kd = in.ratio > 0, in.want_ce = in.ratio < 1;
+  if (in.want_kd) {
+    check(teacher.defined(), op, "the sparse KL needs the teacher's top-k (kd_ratio is ", in.ratio, ")");
+    in.k = teacher.ids.size(-1);
+    Shape want = lead;
+    want.push_back(in.k);
+    if (teacher.ids.shape() != want || teacher.logp.shape() != want || teacher.tail.shape() != lead)
+      fail(op, "teacher top-k ids ", to_string(teacher.ids.shape()), ", log-probabilities ",
+           to_string(teacher.logp.shape()), " and tail ", to_string(teacher.tail.shape()), " do not match the ", what);
+    check(in.k >= 1 && in.k <= vocab, op, "teacher top-k ", in.k, " is larger than the student's vocabulary ", vocab);
+    in.ids = teacher.ids.to_vector<int32_t>();
+    in.logp = teacher.logp.to_vector<double>();
+    in.tail = teacher.tail.to_vector<double>();
+  }
+  if (targets.defined()) {
+    check(targets.shape() == lead, op, "targets ", to_string(targets.shape()), " do not match the ", what);
+    in.target_ids = targets.to_vector<int64_t>();
+  } else {
+    check(!in.want_ce, op, "cross-entropy needs targets (kd_ratio is ", in.ratio, ")");
+  }
+  in.counted.assign(size_t(in.rows), 1);
+  for (int64_t r = 0; r < in.rows; ++r) {
+    if (!in.target_ids.empty()) {
+      const int64_t t = in.target_ids[size_t(r)];
       if (t == kIgnoreIndex) {
-        counted[size_t(r)] = 0;
+        in.counted[size_t(r)] = 0;
         continue;
       }
       if (t < 0 || t >= vocab)
         fail(op, "target ", t, " at token ", r, " is outside the student's vocabulary of ", vocab, " (ignored tokens are ",
              kIgnoreIndex, ")");
     }
-    ++count;
+    ++in.count;
   }
-  for (size_t j = 0; j < ids.size(); ++j)
-    if (ids[j] < 0 || ids[j] >= vocab)
-      fail(op, "teacher top-k id ", ids[j], " at token ", int64_t(j) / k, " is outside the student's vocabulary of ", vocab);
-  const double per_token = count ? 1.0 / double(count) : 0;
-  // Rows in chunks on the CPU's threads, each with its own scratch; every row writes only its own
-  // gradient row and per-row values, summed in row order below (the same bits on any thread count).
-  cpu::parallel_for(count ? rows : 0, kSparseChunkRows, [&](int64_t r0, int64_t r1) {
+  for (size_t j = 0; j < in.ids.size(); ++j)
+    if (in.ids[j] < 0 || in.ids[j] >= vocab)
+      fail(op, "teacher top-k id ", in.ids[j], " at token ", int64_t(j) / in.k, " is outside the student's vocabulary of ",
+           vocab);
+  in.per_token = in.count ? 1.0 / double(in.count) : 0;
+  return in;
+}
+
+struct SparseSums {
+  std::vector<double> kd, ce, h;  // per row
+  explicit SparseSums(int64_t rows) : kd(size_t(rows), 0), ce(size_t(rows), 0), h(size_t(rows), 0) {}
+};
+
+// Rows [r0, r1) of the loss, their logits at s (row r at s + (r - r0) vocab): the per-row values
+// into `sums`, and (grad not null) each row's gradient, weighted by 1 / count, at
+// grad + (r - r0) vocab (zero for rows not counted). Each row is computed in f64 in its task's
+// scratch and written once in Out. Rows run in tasks on the CPU's threads; every row writes only
+// its own values (the same bits on any thread count).
+template <class In, class Out>
+void sparse_rows(const SparseInputs& in, const In* s, int64_t r0, int64_t r1, Out* grad, SparseSums& sums) {
+  const int64_t vocab = in.vocab, k = in.k;
+  const double tau = in.tau, ratio = in.ratio;
+  std::vector<int64_t> all(static_cast<size_t>(vocab));
+  std::iota(all.begin(), all.end(), int64_t(0));
+  cpu::parallel_for(r1 - r0, kSparseChunkRows, [&](int64_t i0, int64_t i1) {
+    std::vector<double> sr(static_cast<size_t>(vocab)), gr(grad ? static_cast<size_t>(vocab) : 0);
     std::vector<double> x(static_cast<size_t>(vocab)), q(static_cast<size_t>(vocab));
     std::vector<char> in_top(static_cast<size_t>(vocab), 0);
     std::vector<int64_t> rest;
-    for (int64_t r = r0; r < r1; ++r) {
-      if (!counted[size_t(r)]) continue;
-      const double* sr = s.data() + r * vocab;
-      double* gr = differentiate ? grad.data() + r * vocab : nullptr;
-      if (want_ce) {
-        const int64_t t = target_ids[size_t(r)];
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = r0 + i;
+      Out* out = grad ? grad + i * vocab : nullptr;
+      if (!in.counted[size_t(r)]) {
+        if (out) std::fill(out, out + vocab, Out(0));
+        continue;
+      }
+      for (int64_t v = 0; v < vocab; ++v) sr[size_t(v)] = double(s[i * vocab + v]);
+      if (out) std::fill(gr.begin(), gr.end(), 0.0);
+      if (in.want_ce) {
+        const int64_t t = in.target_ids[size_t(r)];
         double m = -kInf, sum = 0;
-        for (int64_t v = 0; v < vocab; ++v) m = std::max(m, sr[v]);
-        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(sr[v] - m);
+        for (int64_t v = 0; v < vocab; ++v) m = std::max(m, sr[size_t(v)]);
+        for (int64_t v = 0; v < vocab; ++v) sum += std::exp(sr[size_t(v)] - m);
         const double lse = m + std::log(sum);
-        row_ce[size_t(r)] = lse - sr[t];
-        if (gr) {
-          const double w = (1 - ratio) * per_token;
-          for (int64_t v = 0; v < vocab; ++v) gr[v] += w * (std::exp(sr[v] - lse) - (v == t ? 1.0 : 0.0));
+        sums.ce[size_t(r)] = lse - sr[size_t(t)];
+        if (out) {
+          const double w = (1 - ratio) * in.per_token;
+          for (int64_t v = 0; v < vocab; ++v) gr[size_t(v)] += w * (std::exp(sr[size_t(v)] - lse) - (v == t ? 1.0 : 0.0));
         }
       }
-      if (!want_kd) continue;
-      const int32_t* ir = ids.data() + r * k;
-      const double* lr = logp.data() + r * k;
-      for (int64_t v = 0; v < vocab; ++v) x[size_t(v)] = sr[v] / tau;
-      const double lse = log_sum_exp(x.data(), all, 0, size_t(vocab));
-      rest.clear();
-      for (int64_t j = 0; j < k; ++j) in_top[size_t(ir[j])] = 1;
-      for (int64_t v = 0; v < vocab; ++v)
-        if (!in_top[size_t(v)]) rest.push_back(v);
-      const double log_qt = log_sum_exp(x.data(), rest, 0, rest.size()) - lse;
-      const double log_pt = tail[size_t(r)], p_t = std::exp(log_pt);
-      double kd = 0, h = 0, mass = p_t;
-      for (int64_t j = 0; j < k; ++j) {
-        const double p = std::exp(lr[j]);
-        if (p > 0) kd += p * (lr[j] - (x[size_t(ir[j])] - lse)), h -= p * lr[j];
-        mass += p;
+      if (in.want_kd) {
+        const int32_t* ir = in.ids.data() + r * k;
+        const double* lr = in.logp.data() + r * k;
+        for (int64_t v = 0; v < vocab; ++v) x[size_t(v)] = sr[size_t(v)] / tau;
+        const double lse = log_sum_exp(x.data(), all, 0, size_t(vocab));
+        rest.clear();
+        for (int64_t j = 0; j < k; ++j) in_top[size_t(ir[j])] = 1;
+        for (int64_t v = 0; v < vocab; ++v)
+          if (!in_top[size_t(v)]) rest.push_back(v);
+        const double log_qt = log_sum_exp(x.data(), rest, 0, rest.size()) - lse;
+        const double log_pt = in.tail[size_t(r)], p_t = std::exp(log_pt);
+        double kd = 0, h = 0, mass = p_t;
+        for (int64_t j = 0; j < k; ++j) {
+          const double p = std::exp(lr[j]);
+          if (p > 0) kd += p * (lr[j] - (x[size_t(ir[j])] - lse)), h -= p * lr[j];
+          mass += p;
+        }
+        if (p_t > 0) kd += p_t * (log_pt - log_qt), h -= p_t * log_pt;
+        sums.kd[size_t(r)] = tau * tau * kd;
+        sums.h[size_t(r)] = h;
+        if (out) {
+          // dL/ds_v = tau (P q_v - p_v) on the top-k, tau q_v (P - p_T / q_T) on the tail.
+          const double w = ratio * in.per_token * tau;
+          const double tail_factor = p_t > 0 ? mass - std::exp(log_pt - log_qt) : mass;
+          for (int64_t v = 0; v < vocab; ++v) q[size_t(v)] = std::exp(x[size_t(v)] - lse);
+          for (int64_t v : rest) gr[size_t(v)] += w * q[size_t(v)] * tail_factor;
+          for (int64_t j = 0; j < k; ++j) gr[size_t(ir[j])] += w * (mass * q[size_t(ir[j])] - std::exp(lr[j]));
+        }
+        for (int64_t j = 0; j < k; ++j) in_top[size_t(ir[j])] = 0;
       }
-      if (p_t > 0) kd += p_t * (log_pt - log_qt), h -= p_t * log_pt;
-      row_kd[size_t(r)] = tau * tau * kd;
-      row_h[size_t(r)] = h;
-      if (gr) {
-        // dL/ds_v = tau (P q_v - p_v) on the top-k, tau q_v (P - p_T / q_T) on the tail.
-        const double w = ratio * per_token * tau;
-        const double tail_factor = p_t > 0 ? mass - std::exp(log_pt - log_qt) : mass;
-        for (int64_t v = 0; v < vocab; ++v) q[size_t(v)] = std::exp(x[size_t(v)] - lse);
-        for (int64_t v : rest) gr[v] += w * q[size_t(v)] * tail_factor;
-        for (int64_t j = 0; j < k; ++j) gr[ir[j]] += w * (mass * q[size_t(ir[j])] - std::exp(lr[j]));
-      }
-      for (int64_t j = 0; j < k; ++j) in_top[size_t(ir[j])] = 0;
+      if (out)
+        for (int64_t v = 0; v < vocab; ++v) out[v] = Out(gr[size_t(v)]);
     }
   });
+}
+
+// The loss's parts from the per-row values, summed in row order.
+LossParts sparse_parts(const SparseInputs& in, const SparseSums& sums, DType dtype, Device device) {
   double kd = 0, ce = 0, h = 0;
-  for (int64_t r = 0; r < rows; ++r) kd += row_kd[size_t(r)], ce += row_ce[size_t(r)], h += row_h[size_t(r)];
-  kd *= per_token, ce *= per_token, h *= per_token;
+  for (int64_t r = 0; r < in.rows; ++r) kd += sums.kd[size_t(r)], ce += sums.ce[size_t(r)], h += sums.h[size_t(r)];
+  kd *= in.per_token, ce *= in.per_token, h *= in.per_token;
   double total = 0;
-  if (want_kd) total += ratio * kd;
-  if (want_ce) total += (1 - ratio) * ce;
+  if (in.want_kd) total += in.ratio * kd;
+  if (in.want_ce) total += (1 - in.ratio) * ce;
+  return {scalar(total, dtype, device), scalar(kd, dtype, device), scalar(ce, dtype, device), scalar(h, dtype, device),
+          in.count};
+}
+
+// The pullback of a loss whose gradients were computed with it: scaled by the cotangent.
+std::vector<Tensor> scaled(const std::vector<Tensor>& grads, const Tensor& c) {
+  if (c.item<double>() == 1.0) return grads;
+  std::vector<Tensor> out;
+  for (const Tensor& g : grads) out.push_back(cast(cast(g, c.dtype()) * c, g.dtype()));
+  return out;
+}
+
+}  // namespace
+
+LossParts sparse_distill_loss(const Tensor& student_logits, const TopkTargets& teacher, const Tensor& targets,
+                              const LossConfig& config) {
+  check(student_logits.defined() && (student_logits.dim() == 2 || student_logits.dim() == 3), "loss",
+        "student logits must be [N, V] or [B, T, V]");
+  check(is_floating(student_logits.dtype()), "loss", "student logits must be floating, got ", student_logits.dtype());
+  const SparseInputs in = read_sparse_inputs(leading(student_logits), student_logits.size(-1),
+                                             cat("student logits ", to_string(student_logits.shape())), teacher,
+                                             targets, config);
+  const std::vector<double> s = student_logits.detach().to_vector<double>();
+  const bool differentiate = grad_enabled() && student_logits.tracked();
+  std::vector<double> grad(differentiate ? s.size() : 0);
+  SparseSums sums(in.rows);
+  sparse_rows<double, double>(in, s.data(), 0, in.rows, differentiate ? grad.data() : nullptr, sums);
   const DType dtype = student_logits.dtype() == DType::f64 ? DType::f64 : DType::f32;
-  const Device device = student_logits.device();
-  LossParts parts{scalar(total, dtype, device), scalar(kd, dtype, device), scalar(ce, dtype, device),
-                  scalar(h, dtype, device), count};
+  LossParts parts = sparse_parts(in, sums, dtype, student_logits.device());
   if (differentiate) {
-    const Tensor g = cast(from_vector(grad, student_logits.shape(), device), student_logits.dtype());
-    parts.total = record("sparse_distill_loss", parts.total, {student_logits}, [g](const Tensor& c) {
-      if (c.item<double>() == 1.0) return std::vector{g};
-      return std::vector{cast(cast(g, c.dtype()) * c, g.dtype())};
-    });
+    const Tensor g = cast(from_vector(grad, student_logits.shape(), student_logits.device()), student_logits.dtype());
+    parts.total = record("sparse_distill_loss", parts.total, {student_logits},
+                         [g](const Tensor& c) { return scaled({g}, c); });
+  }
+  return parts;
+}
+
+LossParts sparse_head_loss(const Tensor& hidden, const Tensor& head, const TopkTargets& teacher, const Tensor& targets,
+                           const LossConfig& config, int64_t chunk_rows) {
+  check(hidden.defined() && head.defined() && (hidden.dim() == 2 || hidden.dim() == 3) && head.dim() == 2 &&
+            hidden.size(-1) == head.size(1),
+        "loss", "the sparse head loss needs hidden states [N, D] or [B, T, D] and a head [V, D], got ",
+        hidden.defined() ? to_string(hidden.shape()) : "none", " and ", head.defined() ? to_string(head.shape()) : "none");
+  check(is_floating(hidden.dtype()) && hidden.dtype() == head.dtype() && hidden.device() == head.device(), "loss",
+        "student head is ", head.dtype(), " on ", head.device(), ", student hidden states is ", hidden.dtype(), " on ",
+        hidden.device());
+  check(chunk_rows >= 1, "loss", "chunk_rows must be positive, got ", chunk_rows);
+  const Shape lead = leading(hidden);
+  const int64_t vocab = head.size(0), dim = head.size(1);
+  const SparseInputs in = read_sparse_inputs(lead, vocab, cat("student hidden states ", to_string(hidden.shape())),
+                                             teacher, targets, config);
+  const bool differentiate = grad_enabled() && (hidden.tracked() || head.tracked());
+  const Tensor h2 = reshape(hidden.detach(), {in.rows, dim}), w = head.detach();
+  SparseSums sums(in.rows);
+  Tensor d_hidden, d_head;
+  if (differentiate) {
+    d_hidden = zeros({in.rows, dim}, hidden.dtype(), hidden.device());
+    d_head = zeros({vocab, dim}, head.dtype(), head.device());
+  }
+  {
+    NoGrad no_grad;
+    const Tensor head_t = transpose(w, 0, 1);
+    // The rows read the chunk's logits where they lie and write its gradient into a tensor, in
+    // f64 for f64 models and f32 otherwise (bf16 is widened once per chunk).
+    const DType wide = hidden.dtype() == DType::f64 ? DType::f64 : DType::f32;
+    for (int64_t r0 = 0; r0 < in.rows; r0 += chunk_rows) {
+      const int64_t r1 = std::min(in.rows, r0 + chunk_rows);
+      const Tensor h = slice(h2, 0, r0, r1);
+      const Tensor logits = to(cast(matmul(h, head_t), wide), Device::cpu());  // [C, V], contiguous
+      Tensor g;
+      if (differentiate) g = Tensor::empty({r1 - r0, vocab}, wide);
+      if (wide == DType::f64)
+        sparse_rows<double, double>(in, logits.data<double>(), r0, r1, differentiate ? g.data<double>() : nullptr, sums);
+      else
+        sparse_rows<float, float>(in, logits.data<float>(), r0, r1, differentiate ? g.data<float>() : nullptr, sums);
+      if (!differentiate) continue;
+      g = to(cast(g, hidden.dtype()), hidden.device());
+      Backend& b = backend(head.device());
+      b.assign(slice(d_hidden, 0, r0, r1), matmul(g, w));        // dH = G W
+      b.matmul_accumulate(transpose(g, 0, 1), h, d_head);       // dW += G^T H, in row order
+    }
+  }
+  const DType dtype = hidden.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  LossParts parts = sparse_parts(in, sums, dtype, hidden.device());
+  if (differentiate) {
+    const Tensor dh = reshape(d_hidden, hidden.shape());
+    parts.total = record("sparse_head_loss", parts.total, {hidden, head},
+                         [dh, d_head](const Tensor& c) { return scaled({dh, d_head}, c); });
   }
   return parts;
 }

@@ -44,6 +44,14 @@ TopkTargets teacher_topk(const Tensor& teacher_logits, int64_t k, double tempera
 LossParts sparse_distill_loss(const Tensor& student_logits, const TopkTargets& teacher, const Tensor& targets,
                               const LossConfig& config = {});
 
+// The same loss with the student's LM head inside it: logits = hidden head^T, computed 256 rows at
+// a time (chunk_rows) and discarded once their gradient has gone into dH = G head and, in row
+// order, dW += G^T hidden, so no [N, V] tensor exists. hidden [N, D] or [B, T, D], head [V, D];
+// total carries the gradient to both (a tied head's adds to the embedding's). Equal to
+// sparse_distill_loss(matmul(hidden, head^T), ...) up to the logits' rounding.
+LossParts sparse_head_loss(const Tensor& hidden, const Tensor& head, const TopkTargets& teacher, const Tensor& targets,
+                           const LossConfig& config = {}, int64_t chunk_rows = kHeadChunkRows);
+
 // ---- files ----
 
 inline constexpr char kTopkMagic[8] = {'C', 'O', 'T', 'A', 'N', 'T', 'P', 'K'};

@@ -364,6 +364,10 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
                                           bool fused_head) {
+  if (teacher.topk && fused_head) {
+    auto [hidden, next] = student.hidden(batch.inputs, ps, st);
+    return {sparse_head_loss(hidden, student.head_weight(ps), batch.topk, batch.targets, loss), std::move(next)};
+  }
   if (teacher.topk) {
     auto [logits, next] = student.apply(batch.inputs, ps, st);
     return {sparse_distill_loss(logits, batch.topk, batch.targets, loss), std::move(next)};

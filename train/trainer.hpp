@@ -88,8 +88,9 @@ struct TrainConfig {
 };
 
 // A teacher model, or its offline top-k targets (train/teacher_topk.hpp; `cotan distill
-// --teacher-logits`): then no teacher runs, the loss is sparse_distill_loss on the student's
-// whole logits (fused_head does not apply), the windows are aligned (TrainConfig::aligned_windows),
+// --teacher-logits`): then no teacher runs, the loss is the sparse KL (sparse_head_loss, the head
+// inside the loss, with fused_head; else sparse_distill_loss on the student's whole logits), the
+// windows are aligned (TrainConfig::aligned_windows),
 // seq_len must be the one the targets were made with, and only the fkl loss is available.
 struct TopkData;
 struct Teacher {

@@ -13,6 +13,7 @@
 
 #include "autograd/autograd.hpp"
 #include "autograd/gradcheck.hpp"
+#include "tensor/cpu/memory_cache.hpp"
 #include "support.hpp"
 #include "tensor/ops.hpp"
 #include "train/teacher_topk.hpp"
@@ -241,6 +242,112 @@ TEST_CASE("sparse KL and top-k: the same bits on one thread and on all") {
         [&](const std::vector<Tensor>& xs) { return sparse_distill_loss(xs[0], top, l.targets, fkl(1.5, 0.6)).total; },
         {l.student});
     return std::tuple{top.logp.to_vector<float>(), value.item<double>(), grads[0].to_vector<double>()};
+  };
+  const auto all = run();
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+  CHECK(run() == all);
+}
+
+namespace {
+
+// Hidden states and a head whose logits are in the range of random_logits'.
+struct HeadInputs {
+  Tensor hidden, head, teacher, targets;
+};
+
+HeadInputs random_head_inputs(const Shape& lead, int64_t dim, int64_t vocab, uint64_t seed, DType dtype = DType::f64) {
+  Generator gen(seed);
+  Shape hs = lead;
+  hs.push_back(dim);
+  HeadInputs in;
+  in.hidden = cast(randn(hs, gen, DType::f64), dtype);
+  in.head = cast(randn({vocab, dim}, gen, DType::f64) * (1.5 / std::sqrt(double(dim))), dtype);
+  Shape ls = lead;
+  ls.push_back(vocab);
+  in.teacher = randn(ls, gen, DType::f64) * 2.0;
+  std::vector<int64_t> ids = randint(lead, 0, vocab, gen).to_vector<int64_t>();
+  for (size_t i = 2; i < ids.size(); i += 5) ids[i] = kIgnoreIndex;
+  in.targets = from_vector(ids, lead);
+  return in;
+}
+
+}  // namespace
+
+TEST_CASE("sparse head loss equals the sparse KL on the whole logits: values and both gradients") {
+  for (int64_t chunk : {3, 4, 256})
+    for (int64_t k : {2, 13})
+      for (double ratio : {1.0, 0.4}) {
+        INFO("chunk " << chunk << " k " << k << " kd_ratio " << ratio);
+        const HeadInputs in = random_head_inputs({2, 7}, 5, 13, 31);  // 14 rows: ragged chunks of 3 and 4
+        const TopkTargets top = teacher_topk(in.teacher, k, 1.5, DType::f64);
+        LossParts fused, whole;
+        auto [vf, gf] = value_and_grad(
+            [&](const std::vector<Tensor>& xs) {
+              return (fused = sparse_head_loss(xs[0], xs[1], top, in.targets, fkl(1.5, ratio), chunk)).total;
+            },
+            {in.hidden, in.head});
+        auto [vw, gw] = value_and_grad(
+            [&](const std::vector<Tensor>& xs) {
+              return (whole = sparse_distill_loss(matmul(xs[0], transpose(xs[1])), top, in.targets, fkl(1.5, ratio))).total;
+            },
+            {in.hidden, in.head});
+        CHECK(std::abs(vf.item<double>() - vw.item<double>()) <= 1e-12);
+        CHECK(std::abs(fused.kd.item<double>() - whole.kd.item<double>()) <= 1e-12);
+        CHECK(std::abs(fused.ce.item<double>() - whole.ce.item<double>()) <= 1e-12);
+        CHECK(std::abs(fused.teacher_entropy.item<double>() - whole.teacher_entropy.item<double>()) <= 1e-12);
+        CHECK(fused.tokens == whole.tokens);
+        CHECK(max_abs_diff(gf[0], gw[0]) <= 1e-12);
+        CHECK(max_abs_diff(gf[1], gw[1]) <= 1e-12);
+      }
+}
+
+TEST_CASE("sparse head loss at K = V equals the dense fused head loss; f32 within 1e-5") {
+  const HeadInputs in = random_head_inputs({9}, 6, 11, 3);
+  Generator gen(5);
+  const Tensor teacher_hidden = randn({9, 6}, gen, DType::f64);
+  const Tensor teacher_head = randn({11, 6}, gen, DType::f64);
+  const Tensor teacher_logits = matmul(teacher_hidden, transpose(teacher_head));
+  const TopkTargets top = teacher_topk(teacher_logits, 11, 2.0, DType::f64);
+  auto [vs, gs] = value_and_grad(
+      [&](const std::vector<Tensor>& xs) { return sparse_head_loss(xs[0], xs[1], top, in.targets, fkl(2.0, 0.7), 4).total; },
+      {in.hidden, in.head});
+  auto [vd, gd] = value_and_grad(
+      [&](const std::vector<Tensor>& xs) {
+        return head_loss(xs[0], xs[1], teacher_hidden, teacher_head, in.targets, fkl(2.0, 0.7), 4).total;
+      },
+      {in.hidden, in.head});
+  CHECK(std::abs(vs.item<double>() - vd.item<double>()) <= 1e-12);
+  CHECK(max_abs_diff(gs[0], gd[0]) <= 1e-12);
+  CHECK(max_abs_diff(gs[1], gd[1]) <= 1e-12);
+  // f32 operands: the logits round in f32, the loss is computed in f64 either way.
+  const Tensor h32 = cast(in.hidden, DType::f32), w32 = cast(in.head, DType::f32);
+  auto [v32, g32] = value_and_grad(
+      [&](const std::vector<Tensor>& xs) { return sparse_head_loss(xs[0], xs[1], top, in.targets, fkl(2.0, 0.7), 4).total; },
+      {h32, w32});
+  CHECK(std::abs(v32.item<double>() - vs.item<double>()) <= 1e-5);
+  CHECK(max_abs_diff(cast(g32[0], DType::f64), gs[0]) <= 1e-5);
+  CHECK(max_abs_diff(cast(g32[1], DType::f64), gs[1]) <= 1e-5);
+}
+
+TEST_CASE("sparse head loss: gradcheck, the same bits on 1 and 2 threads, and no [N, V] tensor") {
+  const HeadInputs in = random_head_inputs({10}, 4, 9, 17);
+  const TopkTargets top = teacher_topk(in.teacher, 3, 1.0, DType::f32);
+  GradcheckResult r = gradcheck(
+      [&](const std::vector<Tensor>& xs) { return sparse_head_loss(xs[0], xs[1], top, in.targets, fkl(1.0, 0.5), 3).total; },
+      {in.hidden, in.head});
+  INFO(r.describe());
+  CHECK(r.pass);
+
+  const HeadInputs big = random_head_inputs({600}, 16, 2048, 19, DType::f32);
+  const TopkTargets big_top = teacher_topk(big.teacher, 8, 1.0);
+  const auto run = [&] {
+    cpu::reset_cpu_memory_peak();
+    auto [value, grads] = value_and_grad(
+        [&](const std::vector<Tensor>& xs) { return sparse_head_loss(xs[0], xs[1], big_top, big.targets, fkl(1.0, 0.8)).total; },
+        {big.hidden, big.head});
+    const size_t largest = cpu::cpu_memory_stats().largest;
+    CHECK(largest <= size_t(kHeadChunkRows) * 2048 * sizeof(float));  // a chunk of rows, never 600 x 2048
+    return std::tuple{value.item<double>(), grads[0].to_vector<float>(), grads[1].to_vector<float>()};
   };
   const auto all = run();
   tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
