@@ -518,6 +518,14 @@ struct Column {
   bool of_model = false;
 };
 
+// The first-token weight of uniform causal attention: query i spreads its weight over i + 1 keys,
+// so A_i0 = 1 / (i + 1), averaged over the queries i = 1 .. T - 1 the statistic counts.
+double uniform_first_token_weight(int64_t t) {
+  double sum = 0;
+  for (int64_t i = 1; i < t; ++i) sum += 1.0 / double(i + 1);
+  return t > 1 ? sum / double(t - 1) : 0.0;
+}
+
 std::vector<Column> comparison_columns(const StudyConfig& config) {
   const int64_t warmup = student_warmup(config);
   const int64_t window = config.stats_window;
@@ -546,7 +554,11 @@ std::vector<Column> comparison_columns(const StudyConfig& config) {
        "spikes at 6 MAD over the steps after the warmup"},
       {"first-token weight",
        [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.first_token_weight; }); },
-       false, "attention weight on the first token, mean over queries, heads and layers"},
+       false,
+       cat("attention weight on the first token, mean over queries i >= 1, heads and layers; uniform attention over "
+           "the visible keys gives ", format_number(uniform_first_token_weight(config.train.seq_len), 4), " at T = ",
+           config.train.seq_len, " (the mean of 1 / (i + 1); 1/T = ", format_number(1.0 / double(config.train.seq_len), 4),
+           "), a sink far more")},
       {"entropy", [](const RunOutcome& r) { return layer_mean(r, [](const auto& l) { return l.attention.entropy; }); },
        false, "attention entropy in nats, mean over queries, heads and layers"},
       {"weight-sum mean",
