@@ -43,7 +43,7 @@ case_distill_bad_options() {
 }
 
 case_threads_on_every_command() {
-  for command in info params gradcheck "bench ops" tokenize; do
+  for command in info params gradcheck "bench ops" tokenize plan; do
     # shellcheck disable=SC2086
     expect_range threads 100000 "an integer in [0, 4096] (0: all cores)" "$COTAN" $command
   done
