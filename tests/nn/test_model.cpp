@@ -433,7 +433,7 @@ TEST_CASE("configs: JSON round trip, HF fields, presets and clear errors") {
   CHECK(q.qkv_bias);
   CHECK(q.num_kv_heads == 2);
   CHECK_THROWS_WITH_AS(preset("gpt-5"),
-                       "[config] unknown preset 'gpt-5' (known: tiny-teacher, tiny-student, qwen1.5-0.5b, "
+                       "[config] unknown preset 'gpt-5' (known: tiny-teacher, tiny-student, small-teacher, small-student, qwen1.5-0.5b, "
                        "qwen1.5-1.8b, llama3.2-1b, llama3.2-3b, llama3.1-8b)",
                        Error);
   CHECK_THROWS_WITH_AS(parse_attention_kind("flash"),
