@@ -11,8 +11,8 @@
 #include <set>
 
 #include "app/commands.hpp"
-#include "app/options.hpp"
 #include "app/distill_options.hpp"
+#include "app/options.hpp"
 #include "app/recipe_args.hpp"
 #include "cotan_config.h"
 #include "nn/model_dir.hpp"

@@ -1,7 +1,7 @@
 #include "app/recipe_args.hpp"
 
 #include <algorithm>
-#include <map>
+#include <cctype>
 
 #include "util/error.hpp"
 
@@ -68,58 +68,56 @@ RecipeArgs expand_recipe(const Args& args, const po::options_description& opts, 
   const po::parsed_options parsed = po::command_line_parser(args).options(opts).run();
   std::set<std::string> given;
   std::string recipe_name;
+  std::vector<std::string> sets;  // as given: "steps=100"
   Args rest;
   for (const po::option& o : parsed.options) {
     if (o.string_key == "recipe") {
       if (!recipe_name.empty()) fail("option", "--recipe is given twice");
       recipe_name = o.value.empty() ? "" : o.value.front();
     } else if (o.string_key == "set") {
-      out.sets.insert(out.sets.end(), o.value.begin(), o.value.end());
+      sets.insert(sets.end(), o.value.begin(), o.value.end());
     } else {
       given.insert(o.string_key);
       rest.insert(rest.end(), o.original_tokens.begin(), o.original_tokens.end());
     }
   }
-  if (recipe_name.empty() && !out.sets.empty()) fail("option", "--set ", out.sets.front(), " needs --recipe");
+  if (recipe_name.empty() && !sets.empty()) fail("option", "--set ", sets.front(), " needs --recipe");
   if (recipe_name.empty()) {
     out.args = args;
     return out;
   }
   out.recipe = train::load_recipe(recipe_name);
-  // key -> (words, origin) in the recipe's order, then --set's.
-  std::vector<std::pair<std::string, Args>> words;
-  auto put = [&](const std::string& key, Args w, RecipeArgs::Origin origin) {
-    auto it = std::find_if(words.begin(), words.end(), [&](const auto& p) { return p.first == key; });
-    if (it != words.end()) it->second = std::move(w);
-    else words.emplace_back(key, std::move(w));
-    auto o = std::find_if(out.origins_.begin(), out.origins_.end(), [&](const auto& x) { return x.key == key; });
-    if (o != out.origins_.end()) *o = std::move(origin);
+  // One entry per key, in the recipe's order, then --set's; a later value replaces an earlier one.
+  auto put = [&](RecipeArgs::Origin origin) {
+    auto it = std::find_if(out.origins_.begin(), out.origins_.end(), [&](const auto& x) { return x.key == origin.key; });
+    if (it != out.origins_.end()) *it = std::move(origin);
     else out.origins_.push_back(std::move(origin));
+  };
+  // The option's words: a switch is given (true) or left out (false).
+  auto words = [](const std::string& key, bool is_switch, const std::string& value) {
+    if (is_switch) return value == "true" ? Args{"--" + key} : Args{};
+    return Args{"--" + key, value};
   };
   for (const train::RecipeEntry& e : out.recipe->entries) {
     const std::string where = out.recipe->where(e);
     const po::option_description& o = recipe_option(e.key, opts, not_in_recipes, where, command);
     if (is_switch(o) != e.is_switch)
       fail("recipe", where, "'", e.key, "' ", is_switch(o) ? "is a switch: expected true or false" : "expects a value, not a boolean");
-    const std::string shown = e.is_switch ? (e.enabled ? "true" : "false") : e.value;
-    put(e.key, e.is_switch ? (e.enabled ? Args{"--" + e.key} : Args{}) : Args{"--" + e.key, e.value},
-        {e.key, shown, cat("in ", out.recipe->source, " line ", e.line)});
+    const std::string value = e.is_switch ? (e.enabled ? "true" : "false") : e.value;
+    put({e.key, value, cat("in ", out.recipe->source, " line ", e.line), words(e.key, e.is_switch, value)});
   }
-  for (const std::string& s : out.sets) {
+  for (const std::string& s : sets) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) fail("option", "--set ", s, ": expected KEY=VALUE");
     const std::string key = s.substr(0, eq), value = s.substr(eq + 1);
     const po::option_description& o = recipe_option(key, opts, not_in_recipes, cat("--set ", s, ": "), command);
-    Args w{"--" + key, value};
-    if (is_switch(o)) {
-      if (value != "true" && value != "false") fail("option", "--set ", s, ": '", key, "' is a switch: expected true or false");
-      w = value == "true" ? Args{"--" + key} : Args{};
-    }
-    put(key, std::move(w), {key, value, cat("from --set ", s)});
+    if (is_switch(o) && value != "true" && value != "false")
+      fail("option", "--set ", s, ": '", key, "' is a switch: expected true or false");
+    put({key, value, cat("from --set ", s), words(key, is_switch(o), value)});
   }
-  for (auto& [key, w] : words)
-    if (!given.count(key)) out.args.insert(out.args.end(), w.begin(), w.end());
+  // The command line's options win: theirs are dropped from the recipe's.
   std::erase_if(out.origins_, [&](const RecipeArgs::Origin& o) { return given.count(o.key) > 0; });
+  for (const RecipeArgs::Origin& o : out.origins_) out.args.insert(out.args.end(), o.words.begin(), o.words.end());
   out.args.insert(out.args.end(), rest.begin(), rest.end());
   return out;
 }

@@ -22,7 +22,6 @@ void add_recipe_options(po::options_description& opts);
 struct RecipeArgs {
   Args args;  // the recipe's and --set's options, then the command line's, without --recipe and --set
   std::optional<train::Recipe> recipe;
-  std::vector<std::string> sets;  // as given: "steps=100"
 
   // Rethrows an error about an option the recipe or --set gave with where it came from:
   // "[option] --steps 0: expected ... (steps = 0 in small.toml line 9)". Other errors pass.
@@ -31,8 +30,10 @@ struct RecipeArgs {
  private:
   friend RecipeArgs expand_recipe(const Args&, const po::options_description&, const std::set<std::string>&,
                                   const std::string&);
+  // An option the recipe or --set gave: its value as written, where, and its words in `args`.
   struct Origin {
     std::string key, value, where;
+    Args words;
   };
   std::vector<Origin> origins_;
 };

@@ -33,6 +33,13 @@ LossConfig fkl(double tau, double kd_ratio = 1.0) {
   return c;
 }
 
+// Random target ids, every `every`-th from `first` on ignored.
+Tensor random_targets(const Shape& lead, int64_t vocab, Generator& gen, size_t first, size_t every) {
+  std::vector<int64_t> ids = randint(lead, 0, vocab, gen).to_vector<int64_t>();
+  for (size_t i = first; i < ids.size(); i += every) ids[i] = kIgnoreIndex;
+  return from_vector(ids, lead);
+}
+
 struct Logits {
   Tensor student, teacher, targets;
 };
@@ -44,9 +51,7 @@ Logits random_logits(const Shape& lead, int64_t vocab, uint64_t seed, double sca
   Logits l;
   l.student = randn(shape, gen, DType::f64) * scale;
   l.teacher = randn(shape, gen, DType::f64) * scale;
-  std::vector<int64_t> ids = randint(lead, 0, vocab, gen).to_vector<int64_t>();
-  for (size_t i = 1; i < ids.size(); i += 4) ids[i] = kIgnoreIndex;
-  l.targets = from_vector(ids, lead);
+  l.targets = random_targets(lead, vocab, gen, 1, 4);
   return l;
 }
 
@@ -265,9 +270,7 @@ HeadInputs random_head_inputs(const Shape& lead, int64_t dim, int64_t vocab, uin
   Shape ls = lead;
   ls.push_back(vocab);
   in.teacher = randn(ls, gen, DType::f64) * 2.0;
-  std::vector<int64_t> ids = randint(lead, 0, vocab, gen).to_vector<int64_t>();
-  for (size_t i = 2; i < ids.size(); i += 5) ids[i] = kIgnoreIndex;
-  in.targets = from_vector(ids, lead);
+  in.targets = random_targets(lead, vocab, gen, 2, 5);
   return in;
 }
 
