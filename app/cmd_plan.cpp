@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <optional>
 
@@ -74,13 +75,12 @@ struct PlanOptions {
   double mfu = 0.4, peak_tflops = 0, headroom = 0.1;
 };
 
-// The largest micro-batch in [1, limit] whose peak fits `usable` (0: none).
-int64_t largest_fitting(train::PlanInputs in, double usable, int64_t limit) {
+// The largest micro-batch b in [1, limit] whose plan, inputs(b), fits `usable` (0: none).
+int64_t largest_fitting(const std::function<train::PlanInputs(int64_t)>& inputs, double usable, int64_t limit) {
   int64_t lo = 0, hi = limit;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
-    in.micro_batch = mid;
-    if (train::plan_memory(in).peak <= usable) lo = mid;
+    if (train::plan_memory(inputs(mid)).peak <= usable) lo = mid;
     else hi = mid - 1;
   }
   return lo;
@@ -182,8 +182,10 @@ int cmd_plan(const Args& args) {
   const train::MemoryPlan& m = by_variant[worst];
   const train::MemoryPlan other_ckpt = train::plan_memory(inputs(w, micro, !checkpointing));
   const int64_t per_gpu_batch = std::max<int64_t>(1, (global_batch + p.gpus - 1) / p.gpus);
-  const int64_t fits = largest_fitting(in, usable, per_gpu_batch);
-  const int64_t fits_ckpt = largest_fitting(inputs(w, micro, true), usable, per_gpu_batch);
+  // Each candidate with its own accumulation steps (a micro-batch that covers the per-GPU batch
+  // needs no running sum of the gradients).
+  const int64_t fits = largest_fitting([&](int64_t b) { return inputs(w, b, checkpointing); }, usable, per_gpu_batch);
+  const int64_t fits_ckpt = largest_fitting([&](int64_t b) { return inputs(w, b, true); }, usable, per_gpu_batch);
   // The largest fitting micro-batch that divides the per-GPU batch: the global batch exactly.
   int64_t exact = 0;
   if (global_batch % p.gpus == 0)
