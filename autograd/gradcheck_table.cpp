@@ -205,6 +205,14 @@ std::vector<OpCheck> build() {
   add_case("matmul_batched", [](Generator& g) -> Case {
     return {[](X x) { return matmul(x[0], x[1]); }, {normal({2, 3, 4}, g), normal({4, 5}, g)}};
   });
+  // A batch through a strided view (the rows fold into one product through a copy), and a
+  // batch times a vector.
+  add_case("matmul_batched_strided", [](Generator& g) -> Case {
+    return {[](X x) {
+              return concat({flatten(matmul(permute(x[0], {1, 0, 2}), x[1])), flatten(matmul(x[0], x[2]))});
+            },
+            {normal({3, 2, 4}, g), normal({4, 5}, g), normal({4}, g)}};
+  });
   add_case("matmul_batch_broadcast", [](Generator& g) -> Case {
     return {[](X x) { return matmul(x[0], x[1]); }, {normal({2, 1, 3, 4}, g), normal({3, 4, 2}, g)}};
   });

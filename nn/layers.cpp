@@ -1,7 +1,10 @@
 #include "nn/layers.hpp"
 
 #include <cmath>
+#include <mutex>
 #include <numbers>
+#include <string>
+#include <vector>
 
 #include "autograd/autograd.hpp"
 #include "nn/fused.hpp"
@@ -57,9 +60,36 @@ std::vector<double> Rope::inverse_frequencies() const {
 }
 
 std::pair<Tensor, Tensor> Rope::tables(int64_t t, DType dtype, Device device) const {
+  // Every layer of a forward pass asks for the same tables, at every step: on the CPU the last
+  // few are kept (read-only values; the key holds every input of their computation). Device
+  // tables are not kept: a static holding device memory would outlive the device's runtime.
+  struct Key {
+    int64_t head_dim, t;
+    double theta, factor, low, high;
+    int64_t original;
+    std::string type;
+    DType dtype;
+    bool operator==(const Key&) const = default;
+  };
+  static std::mutex mutex;
+  static std::vector<std::pair<Key, std::pair<Tensor, Tensor>>> kept;  // newest last
+  constexpr size_t kKept = 8;
+  const Key key{head_dim, t, theta, scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor,
+                scaling.original_max_position_embeddings, scaling.type, dtype};
+  if (device.is_cpu()) {
+    std::lock_guard lock(mutex);
+    for (const auto& [k, tables] : kept)
+      if (k == key) return tables;
+  }
   std::vector<int64_t> positions(static_cast<size_t>(t));
   for (int64_t p = 0; p < t; ++p) positions[size_t(p)] = p;
-  return tables_at(positions, dtype, device);
+  auto tables = tables_at(positions, dtype, device);
+  if (device.is_cpu()) {
+    std::lock_guard lock(mutex);
+    if (kept.size() == kKept) kept.erase(kept.begin());
+    kept.emplace_back(key, tables);
+  }
+  return tables;
 }
 
 std::pair<Tensor, Tensor> Rope::tables_at(const std::vector<int64_t>& positions, DType dtype, Device device) const {

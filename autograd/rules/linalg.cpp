@@ -19,6 +19,21 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   int64_t m = x.size(-2), k = x.size(-1), n = y.size(-1);
   if (y.size(-2) != k) fail("matmul", "shapes ", to_string(a.shape()), " and ", to_string(b.shape()), " do not match");
 
+  // [..., M, K] @ [K, N], a linear layer on a batch: one [rows, K] @ [K, N] product over all
+  // the rows, rather than one per batch entry against a broadcast weight. Each output element is
+  // the same sum; the weight's gradient becomes one product over every row (X^T G with K = rows)
+  // instead of a batch of products summed by the broadcast's backward.
+  if (y.dim() == 2 && x.dim() > 2) {
+    Shape out_shape = x.shape();
+    out_shape.back() = n;
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
+    Tensor out = reshape(matmul(reshape(x, {rows, k}), y), out_shape);
+    if (a.dim() == 1) out = squeeze(out, -2);
+    if (b.dim() == 1) out = squeeze(out, -1);
+    return out;
+  }
+
   Shape xb(x.shape().begin(), x.shape().end() - 2), yb(y.shape().begin(), y.shape().end() - 2);
   Shape batch = broadcast_shapes(xb, yb, "matmul");
   Shape xs = batch, ys = batch;

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.hpp"
 #include "tensor/ops.hpp"
+#include "tensor/random.hpp"
 
 using namespace cotan;
 
@@ -41,6 +42,44 @@ TEST_CASE("broadcasting is undone in the pullback") {
   check_close(grads[1], {5, 7, 9});
   CHECK(grads[0].shape() == Shape{2, 3});
   check_close(grads[0], {1, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("a linear layer on a batch: x [B, T, K] @ w [K, N] and both gradients, against sums in long double") {
+  // matmul folds the batch into the rows of one product; the weight's gradient is then one sum
+  // over all B * T rows. Checked element by element against the definitions.
+  Generator gen(11);
+  const int64_t b = 3, t = 5, k = 37, n = 6;
+  Tensor x = randn({b, t, k}, gen, DType::f64), w = randn({k, n}, gen, DType::f64);
+  Tensor g = randn({b, t, n}, gen, DType::f64);
+  auto [y, grads] = vjp([](const std::vector<Tensor>& in) { return matmul(in[0], in[1]); }, {x, w}, g);
+  REQUIRE(y.shape() == Shape{b, t, n});
+  const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), gv = g.to_vector<double>();
+  const auto yv = y.to_vector<double>(), dx = grads[0].to_vector<double>(), dw = grads[1].to_vector<double>();
+  for (int64_t r = 0; r < b * t; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      long double sum = 0;
+      for (int64_t p = 0; p < k; ++p) sum += (long double)xv[size_t(r * k + p)] * wv[size_t(p * n + j)];
+      CHECK(yv[size_t(r * n + j)] == doctest::Approx(double(sum)).epsilon(1e-12));
+    }
+  for (int64_t r = 0; r < b * t; ++r)
+    for (int64_t p = 0; p < k; ++p) {
+      long double sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += (long double)gv[size_t(r * n + j)] * wv[size_t(p * n + j)];
+      CHECK(dx[size_t(r * k + p)] == doctest::Approx(double(sum)).epsilon(1e-12));
+    }
+  for (int64_t p = 0; p < k; ++p)
+    for (int64_t j = 0; j < n; ++j) {
+      long double sum = 0;
+      for (int64_t r = 0; r < b * t; ++r) sum += (long double)xv[size_t(r * k + p)] * gv[size_t(r * n + j)];
+      CHECK(dw[size_t(p * n + j)] == doctest::Approx(double(sum)).epsilon(1e-12));
+    }
+  // Through a transposed view of the batch (folded through a copy), the same values.
+  Tensor xt = contiguous(permute(x, {1, 0, 2}));  // [T, B, K]
+  auto [y2, grads2] = vjp([](const std::vector<Tensor>& in) { return matmul(permute(in[0], {1, 0, 2}), in[1]); },
+                          {xt, w}, g);
+  CHECK(y2.to_vector<double>() == yv);
+  const auto dw2 = grads2[1].to_vector<double>();
+  for (size_t i = 0; i < dw.size(); ++i) CHECK(dw2[i] == doctest::Approx(dw[i]).epsilon(1e-12));
 }
 
 TEST_CASE("unused inputs get zero gradients and detach cuts the graph") {
