@@ -166,6 +166,9 @@ template <> struct Simd<float> {
   static V broadcast(const float* p) { return _mm512_set1_ps(*p); }
   static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V unpacklo(V a, V b) { return _mm512_unpacklo_ps(a, b); }
+  static V unpackhi(V a, V b) { return _mm512_unpackhi_ps(a, b); }
+  template <int Imm> static V shuffle(V a, V b) { return _mm512_shuffle_ps(a, b, Imm); }
 };
 template <> struct Simd<double> {
   using V = __m512d;
@@ -198,6 +201,9 @@ template <> struct Simd<float> {
   static V broadcast(const float* p) { return _mm256_broadcast_ss(p); }
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V unpacklo(V a, V b) { return _mm256_unpacklo_ps(a, b); }
+  static V unpackhi(V a, V b) { return _mm256_unpackhi_ps(a, b); }
+  template <int Imm> static V shuffle(V a, V b) { return _mm256_shuffle_ps(a, b, Imm); }
 };
 template <> struct Simd<double> {
   using V = __m256d;
@@ -293,24 +299,33 @@ void micro_kernel_rows(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, in
   else micro_kernel<T, 1>(kc, a, b, ldb, c, ldc, rows, cols, first);
 }
 
-#ifdef __AVX512F__
 // GCC 12's AVX-512 shuffles start from _mm512_undefined_ps(), which it then warns may be used
 // uninitialised (a false positive: every lane is written).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// The first half of a W x W transpose of f32 registers (W = Simd<float>::kWidth): each 4 x 4
+// block inside a 128-bit lane is transposed in place; the lane-crossing half is the ISA's own.
+[[gnu::always_inline]] inline void transpose_lane_blocks(Simd<float>::V* v) {
+  using S = Simd<float>;
+  constexpr int W = int(S::kWidth);
+  S::V t[W];
+  for (int i = 0; i < W; i += 2) {
+    t[i] = S::unpacklo(v[i], v[i + 1]);
+    t[i + 1] = S::unpackhi(v[i], v[i + 1]);
+  }
+  for (int i = 0; i < W; i += 4) {
+    v[i] = S::shuffle<_MM_SHUFFLE(1, 0, 1, 0)>(t[i], t[i + 2]);
+    v[i + 1] = S::shuffle<_MM_SHUFFLE(3, 2, 3, 2)>(t[i], t[i + 2]);
+    v[i + 2] = S::shuffle<_MM_SHUFFLE(1, 0, 1, 0)>(t[i + 1], t[i + 3]);
+    v[i + 3] = S::shuffle<_MM_SHUFFLE(3, 2, 3, 2)>(t[i + 1], t[i + 3]);
+  }
+}
+
+#ifdef __AVX512F__
 // v[j] = lane j of every v[i], i < 16: the 16 x 16 transpose, in 64 shuffles.
-[[gnu::always_inline]] inline void transpose16(__m512 v[16]) {
+[[gnu::always_inline]] inline void transpose_square(__m512 v[16]) {
+  transpose_lane_blocks(v);
   __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    v[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    v[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    v[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    v[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
   for (int i = 0; i < 4; ++i) {
     t[i] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0x88);
     t[i + 4] = _mm512_shuffle_f32x4(v[i], v[i + 4], 0xdd);
@@ -323,43 +338,16 @@ void micro_kernel_rows(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, in
   }
 }
 
-// One panel of P f32 lines (A row-major, or B transposed), each contiguous: dst[k * P + l] =
-// src[l * line_stride + k] for the first `lines` <= P lines, and 0 for the others (the padding of
-// a last, short panel), 16 lines x 16 elements at a time through transpose16. The scalar copy
-// reads P streams element by element: about 0.6 ns an element on Zen 4, against 0.25.
-template <int64_t P>
-void pack_lines_transposed(float* __restrict dst, const float* src, int64_t line_stride, int64_t kc, int64_t lines) {
-  for (int64_t l0 = 0; l0 < P; l0 += 16) {
-    const int64_t width = std::min<int64_t>(16, P - l0), loaded = std::clamp<int64_t>(lines - l0, 0, width);
-    const __mmask16 mask = __mmask16((1u << width) - 1);
-    int64_t k0 = 0;
-    for (; k0 + 16 <= kc; k0 += 16) {
-      __m512 v[16];
-      for (int64_t i = 0; i < 16; ++i)
-        v[i] = i < loaded ? _mm512_loadu_ps(src + (l0 + i) * line_stride + k0) : _mm512_setzero_ps();
-      transpose16(v);
-      for (int64_t j = 0; j < 16; ++j) _mm512_mask_storeu_ps(dst + (k0 + j) * P + l0, mask, v[j]);
-    }
-    for (; k0 < kc; ++k0)
-      for (int64_t i = 0; i < width; ++i) dst[k0 * P + l0 + i] = i < loaded ? src[(l0 + i) * line_stride + k0] : 0.0f;
-  }
+// The first n <= 16 lanes of v at p: a full or a masked store.
+[[gnu::always_inline]] inline void store_lanes(float* p, __m512 v, int64_t n) {
+  if (n == 16) _mm512_storeu_ps(p, v);
+  else _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
 }
-#pragma GCC diagnostic pop
-#endif
-#ifndef __AVX512F__
+#else
 // v[j] = lane j of every v[i], i < 8: the 8 x 8 transpose, in 24 shuffles.
-[[gnu::always_inline]] inline void transpose8(__m256 v[8]) {
+[[gnu::always_inline]] inline void transpose_square(__m256 v[8]) {
+  transpose_lane_blocks(v);
   __m256 t[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    v[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    v[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    v[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    v[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
   for (int i = 0; i < 4; ++i) {
     t[i] = _mm256_permute2f128_ps(v[i], v[i + 4], 0x20);
     t[i + 4] = _mm256_permute2f128_ps(v[i], v[i + 4], 0x31);
@@ -380,24 +368,31 @@ void pack_lines_transposed(float* __restrict dst, const float* src, int64_t line
   }
 }
 
-// pack_lines_transposed with ymm registers: 8 lines x 8 elements at a time through transpose8.
+#endif
+
+// One panel of P f32 lines (A row-major, or B transposed), each contiguous: dst[k * P + l] =
+// src[l * line_stride + k] for the first `lines` <= P lines, and 0 for the others (the padding of
+// a last, short panel), a square of W lines x W elements at a time through transpose_square (W
+// the f32 lanes of a register). The scalar copy reads P streams element by element: about
+// 0.6 ns an element on Zen 4, against 0.25.
 template <int64_t P>
 void pack_lines_transposed(float* __restrict dst, const float* src, int64_t line_stride, int64_t kc, int64_t lines) {
-  for (int64_t l0 = 0; l0 < P; l0 += 8) {
-    const int64_t width = std::min<int64_t>(8, P - l0), loaded = std::clamp<int64_t>(lines - l0, 0, width);
+  using S = Simd<float>;
+  constexpr int64_t W = S::kWidth;
+  for (int64_t l0 = 0; l0 < P; l0 += W) {
+    const int64_t width = std::min<int64_t>(W, P - l0), loaded = std::clamp<int64_t>(lines - l0, 0, width);
     int64_t k0 = 0;
-    for (; k0 + 8 <= kc; k0 += 8) {
-      __m256 v[8];
-      for (int64_t i = 0; i < 8; ++i)
-        v[i] = i < loaded ? _mm256_loadu_ps(src + (l0 + i) * line_stride + k0) : _mm256_setzero_ps();
-      transpose8(v);
-      for (int64_t j = 0; j < 8; ++j) store_lanes(dst + (k0 + j) * P + l0, v[j], width);
+    for (; k0 + W <= kc; k0 += W) {
+      typename S::V v[W];
+      for (int64_t i = 0; i < W; ++i) v[i] = i < loaded ? S::load(src + (l0 + i) * line_stride + k0) : S::zero();
+      transpose_square(v);
+      for (int64_t j = 0; j < W; ++j) store_lanes(dst + (k0 + j) * P + l0, v[j], width);
     }
     for (; k0 < kc; ++k0)
       for (int64_t i = 0; i < width; ++i) dst[k0 * P + l0 + i] = i < loaded ? src[(l0 + i) * line_stride + k0] : 0.0f;
   }
 }
-#endif
+#pragma GCC diagnostic pop
 
 // Packs `lines` lines of kc elements into panels of P lines: line l, element k goes to
 // dst[(l / P) * kc * P + k * P + l % P], read from src[l * line_stride + k * step] and converted
