@@ -3,7 +3,6 @@
 #include <cmath>
 #include <mutex>
 #include <numbers>
-#include <string>
 #include <vector>
 
 #include "autograd/autograd.hpp"
@@ -65,17 +64,15 @@ std::pair<Tensor, Tensor> Rope::tables(int64_t t, DType dtype, Device device) co
   // tables are not kept: a static holding device memory would outlive the device's runtime.
   struct Key {
     int64_t head_dim, t;
-    double theta, factor, low, high;
-    int64_t original;
-    std::string type;
+    double theta;
+    RopeScaling scaling;
     DType dtype;
     bool operator==(const Key&) const = default;
   };
   static std::mutex mutex;
   static std::vector<std::pair<Key, std::pair<Tensor, Tensor>>> kept;  // newest last
   constexpr size_t kKept = 8;
-  const Key key{head_dim, t, theta, scaling.factor, scaling.low_freq_factor, scaling.high_freq_factor,
-                scaling.original_max_position_embeddings, scaling.type, dtype};
+  const Key key{head_dim, t, theta, scaling, dtype};
   if (device.is_cpu()) {
     std::lock_guard lock(mutex);
     for (const auto& [k, tables] : kept)

@@ -29,9 +29,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     int64_t rows = 1;
     for (int64_t d = 0; d + 1 < x.dim(); ++d) rows *= x.size(d);
     Tensor out = reshape(matmul(reshape(x, {rows, k}), y), out_shape);
-    if (a.dim() == 1) out = squeeze(out, -2);
-    if (b.dim() == 1) out = squeeze(out, -1);
-    return out;
+    return b.dim() == 1 ? squeeze(out, -1) : out;  // a has more than one dim here
   }
 
   Shape xb(x.shape().begin(), x.shape().end() - 2), yb(y.shape().begin(), y.shape().end() - 2);

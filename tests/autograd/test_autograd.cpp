@@ -55,24 +55,27 @@ TEST_CASE("a linear layer on a batch: x [B, T, K] @ w [K, N] and both gradients,
   REQUIRE(y.shape() == Shape{b, t, n});
   const auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), gv = g.to_vector<double>();
   const auto yv = y.to_vector<double>(), dx = grads[0].to_vector<double>(), dw = grads[1].to_vector<double>();
-  for (int64_t r = 0; r < b * t; ++r)
-    for (int64_t j = 0; j < n; ++j) {
-      long double sum = 0;
-      for (int64_t p = 0; p < k; ++p) sum += (long double)xv[size_t(r * k + p)] * wv[size_t(p * n + j)];
-      CHECK(yv[size_t(r * n + j)] == doctest::Approx(double(sum)).epsilon(1e-12));
-    }
-  for (int64_t r = 0; r < b * t; ++r)
-    for (int64_t p = 0; p < k; ++p) {
-      long double sum = 0;
-      for (int64_t j = 0; j < n; ++j) sum += (long double)gv[size_t(r * n + j)] * wv[size_t(p * n + j)];
-      CHECK(dx[size_t(r * k + p)] == doctest::Approx(double(sum)).epsilon(1e-12));
-    }
+  auto sum_of = [](int64_t len, auto term) {  // in long double
+    long double sum = 0;
+    for (int64_t i = 0; i < len; ++i) sum += (long double)term(i);
+    return double(sum);
+  };
+  const int64_t rows = b * t;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      CHECK(yv[size_t(r * n + j)] ==
+            doctest::Approx(sum_of(k, [&](int64_t p) { return (long double)xv[size_t(r * k + p)] * wv[size_t(p * n + j)]; }))
+                .epsilon(1e-12));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < k; ++p)
+      CHECK(dx[size_t(r * k + p)] ==
+            doctest::Approx(sum_of(n, [&](int64_t j) { return (long double)gv[size_t(r * n + j)] * wv[size_t(p * n + j)]; }))
+                .epsilon(1e-12));
   for (int64_t p = 0; p < k; ++p)
-    for (int64_t j = 0; j < n; ++j) {
-      long double sum = 0;
-      for (int64_t r = 0; r < b * t; ++r) sum += (long double)xv[size_t(r * k + p)] * gv[size_t(r * n + j)];
-      CHECK(dw[size_t(p * n + j)] == doctest::Approx(double(sum)).epsilon(1e-12));
-    }
+    for (int64_t j = 0; j < n; ++j)
+      CHECK(dw[size_t(p * n + j)] ==
+            doctest::Approx(sum_of(rows, [&](int64_t r) { return (long double)xv[size_t(r * k + p)] * gv[size_t(r * n + j)]; }))
+                .epsilon(1e-12));
   // Through a transposed view of the batch (folded through a copy), the same values.
   Tensor xt = contiguous(permute(x, {1, 0, 2}));  // [T, B, K]
   auto [y2, grads2] = vjp([](const std::vector<Tensor>& in) { return matmul(permute(in[0], {1, 0, 2}), in[1]); },
