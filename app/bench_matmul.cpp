@@ -3,12 +3,17 @@
 // threads (app/bench_peak.hpp; fp64 against half of it, bf16 against all of it), and with
 // --torch the same products timed by PyTorch in the same run. PyTorch runs in a child process,
 // bench/torch_reference.py in its `serve` mode (app/torch_reference.hpp: which interpreter, which
-// environment); cotan and PyTorch then alternate call by call with a settling pause (kSettle)
-// between them, so both see the same machine load, and the ratio of their medians is printed
-// (> 1: cotan faster).
+// environment); cotan and PyTorch then take turns with a settling pause (kSettle) between them,
+// so both see the same machine load, and the ratio of their medians is printed (> 1: cotan
+// faster). Each turn makes untimed calls for about kTurnWarmup before the timed one, the same
+// number on both sides: just after the pause, products of a training step's sizes (1-3 ms)
+// measured 1.3-3x slower than back to back, as a step runs them, and the first few calls of a
+// turn recover from it. --layouts also times products with a transposed operand, as a layer's
+// forward (x W^T: "nt") and its weight gradient (X^T G: "tn") run them.
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -34,6 +39,7 @@ namespace {
 
 
 constexpr int kWarmup = 2;
+constexpr double kTurnWarmup = 0.010;  // seconds
 
 struct Size {
   int64_t m, n, k;
@@ -73,9 +79,23 @@ std::vector<DType> parse_dtypes(const std::string& text) {
   return dtypes;
 }
 
+// How the operands lie: "nn" both row-major; "nt" B is the transpose of a row-major [N, K]
+// (x W^T); "tn" A is the transpose of a row-major [K, M] (X^T G).
+std::vector<std::string> parse_layouts(const std::string& text) {
+  std::vector<std::string> layouts;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item != "nn" && item != "nt" && item != "tn") fail("bench", "--layouts takes nn, nt or tn, not '", item, "'");
+    layouts.push_back(item);
+  }
+  if (layouts.empty()) fail("bench", "--layouts is empty");
+  return layouts;
+}
+
 struct Result {
   Size size;
   DType dtype;
+  std::string layout;
   double seconds;
   std::optional<double> torch_seconds;
   double gflops() const { return 2.0 * double(size.m) * double(size.n) * double(size.k) / seconds / 1e9; }
@@ -89,9 +109,11 @@ struct Result {
 double peak_of(const FmaPeak& fp32, DType dtype) { return dtype == DType::f64 ? fp32.gflops / 2 : fp32.gflops; }
 
 // Seconds of each of `runs` torch.matmul calls on [m, k] x [k, n] operands of `dtype`.
-std::vector<double> torch_matmul(TorchReference& torch, const Size& s, DType dtype, int runs) {
+std::vector<double> torch_matmul(TorchReference& torch, const Size& s, DType dtype, const std::string& layout,
+                                 int runs) {
   Json request = Json::object();
   request["op"] = "matmul";
+  request["layout"] = layout;
   request["m"] = s.m;
   request["n"] = s.n;
   request["k"] = s.k;
@@ -120,6 +142,8 @@ int bench_matmul(const Args& args) {
       ("sizes", po::value<std::string>()->default_value("256,512,1024,2048"),
        "comma-separated sizes: N (square) or MxNxK ([M, K] x [K, N])")
       ("dtypes", po::value<std::string>()->default_value("f32,f64"), "comma-separated: f32, f64, bf16")
+      ("layouts", po::value<std::string>()->default_value("nn"),
+       "comma-separated: nn (row-major operands), nt (B transposed: x W^T), tn (A transposed: X^T G)")
       ("repeat", po::value<int>()->default_value(10), "timed runs per product (the median is reported)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (cuda: cuBLAS)")
       ("tf32", "f32 products on TF32 tensor cores (cuBLAS; --device cuda)")
@@ -134,6 +158,7 @@ int bench_matmul(const Args& args) {
   const bool json = vm.count("json") > 0;
   const std::vector<Size> sizes = parse_sizes(vm["sizes"].as<std::string>());
   const std::vector<DType> dtypes = parse_dtypes(vm["dtypes"].as<std::string>());
+  const std::vector<std::string> layouts = parse_layouts(vm["layouts"].as<std::string>());
   const int repeat = vm["repeat"].as<int>();
   if (repeat < 1) fail("bench", "--repeat must be at least 1, got ", repeat);
   const int threads = num_threads();
@@ -160,9 +185,11 @@ int bench_matmul(const Args& args) {
                   "%d-thread peak (f64: half of it)\n",
                   peak->isa.c_str(), kFmaAccumulators, peak_1->gflops, peak->gflops, threads, threads);
     if (torch)
-      std::printf("%s; alternating with cotan call by call, %lld ms apart\n", torch->describe().c_str(),
-                  static_cast<long long>(kSettle.count()));
-    std::printf("%6s %6s %6s  %-5s %10s %9s", "m", "n", "k", "dtype", "ms", "GFLOP/s");
+      std::printf("%s; taking turns with cotan, %lld ms apart, each turn timing its last call after "
+                  "about %.0f ms of untimed ones\n",
+                  torch->describe().c_str(),
+                  static_cast<long long>(kSettle.count()), kTurnWarmup * 1e3);
+    std::printf("%6s %6s %6s  %-6s %-5s %10s %9s", "m", "n", "k", "layout", "dtype", "ms", "GFLOP/s");
     if (peak) std::printf(" %6s", "%peak");
     if (torch) std::printf(" %10s %11s", "torch ms", "torch GF/s");
     if (torch && peak) std::printf(" %6s", "%peak");
@@ -172,35 +199,47 @@ int bench_matmul(const Args& args) {
   std::vector<Result> results;
   Generator gen(0);
   for (const Size& size : sizes) {
-    for (DType dtype : dtypes) {
-      const Tensor a = to(randn({size.m, size.k}, gen, dtype), device);
-      const Tensor b = to(randn({size.k, size.n}, gen, dtype), device);
-      for (int i = 0; i < kWarmup; ++i) time_once(a, b);
-      if (torch) torch_matmul(*torch, size, dtype, kWarmup);
-      std::vector<double> ours, theirs;
-      for (int r = 0; r < repeat; ++r) {
-        if (torch) std::this_thread::sleep_for(kSettle);
-        ours.push_back(time_once(a, b));
-        if (!torch) continue;
-        std::this_thread::sleep_for(kSettle);
-        theirs.push_back(torch_matmul(*torch, size, dtype, 1)[0]);
-      }
-      Result result{size, dtype, median(ours), std::nullopt};
-      if (torch) result.torch_seconds = median(theirs);
-      results.push_back(result);
-      if (!json) {
-        std::printf("%6lld %6lld %6lld  %-5s %10.3f %9.1f", static_cast<long long>(size.m),
-                    static_cast<long long>(size.n), static_cast<long long>(size.k),
-                    std::string(dtype_name(dtype)).c_str(), result.seconds * 1e3, result.gflops());
-        if (peak) std::printf(" %5.1f%%", 100 * result.gflops() / peak_of(*peak, dtype));
-        if (torch) std::printf(" %10.3f %11.1f", *result.torch_seconds * 1e3, result.torch_gflops());
-        if (torch && peak) std::printf(" %5.1f%%", 100 * result.torch_gflops() / peak_of(*peak, dtype));
-        if (torch) std::printf(" %7.2f", result.gflops() / result.torch_gflops());
-        std::printf("\n");
-        std::fflush(stdout);
+    for (const std::string& layout : layouts) {
+      for (DType dtype : dtypes) {
+        const Tensor a = to(layout == "tn" ? transpose(randn({size.k, size.m}, gen, dtype))
+                                           : randn({size.m, size.k}, gen, dtype),
+                            device);
+        const Tensor b = to(layout == "nt" ? transpose(randn({size.n, size.k}, gen, dtype))
+                                           : randn({size.k, size.n}, gen, dtype),
+                            device);
+        double warm = 1e30;
+        for (int i = 0; i < kWarmup; ++i) warm = std::min(warm, time_once(a, b));
+        if (torch) torch_matmul(*torch, size, dtype, layout, kWarmup);
+        const int turn_warmup = int(std::clamp(std::ceil(kTurnWarmup / warm), 1.0, 100.0));
+        std::vector<double> ours, theirs;
+        for (int r = 0; r < repeat; ++r) {
+          if (torch) {
+            std::this_thread::sleep_for(kSettle);
+            for (int i = 0; i < turn_warmup; ++i) time_once(a, b);
+          }
+          ours.push_back(time_once(a, b));
+          if (!torch) continue;
+          std::this_thread::sleep_for(kSettle);
+          theirs.push_back(torch_matmul(*torch, size, dtype, layout, turn_warmup + 1).back());
+        }
+        Result result{size, dtype, layout, median(ours), std::nullopt};
+        if (torch) result.torch_seconds = median(theirs);
+        results.push_back(result);
+        if (!json) {
+          std::printf("%6lld %6lld %6lld  %-6s %-5s %10.3f %9.1f", static_cast<long long>(size.m),
+                      static_cast<long long>(size.n), static_cast<long long>(size.k), layout.c_str(),
+                      std::string(dtype_name(dtype)).c_str(), result.seconds * 1e3, result.gflops());
+          if (peak) std::printf(" %5.1f%%", 100 * result.gflops() / peak_of(*peak, dtype));
+          if (torch) std::printf(" %10.3f %11.1f", *result.torch_seconds * 1e3, result.torch_gflops());
+          if (torch && peak) std::printf(" %5.1f%%", 100 * result.torch_gflops() / peak_of(*peak, dtype));
+          if (torch) std::printf(" %7.2f", result.gflops() / result.torch_gflops());
+          std::printf("\n");
+          std::fflush(stdout);
+        }
       }
     }
   }
+
   if (json) {
     std::cout << "{\"device\":\"" << to_string(device) << "\",\"threads\":" << threads << ",\"repeat\":" << repeat
               << "," << host_json(threads);
@@ -215,7 +254,7 @@ int bench_matmul(const Args& args) {
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::cout << (i ? "," : "") << "{\"m\":" << r.size.m << ",\"n\":" << r.size.n << ",\"k\":" << r.size.k
-                << ",\"dtype\":\"" << dtype_name(r.dtype) << "\",\"ms\":" << json_number(r.seconds * 1e3)
+                << ",\"layout\":\"" << r.layout << "\",\"dtype\":\"" << dtype_name(r.dtype) << "\",\"ms\":" << json_number(r.seconds * 1e3)
                 << ",\"gflops\":" << json_number(r.gflops());
       if (peak) std::cout << ",\"fraction_of_peak\":" << json_number(r.gflops() / peak_of(*peak, r.dtype));
       if (r.torch_seconds)

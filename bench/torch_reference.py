@@ -11,14 +11,17 @@ counts set before it starts, as the benches do:
         matmul --sizes 1024 --threads 2
 
 Modes:
-  matmul [--sizes 256,512,1024,2048] [--dtypes f32,f64] [--repeat 10] [--warmup 2] [--threads 2]
-      times torch.matmul of fresh random [m, k] x [k, n] operands (a size is N or MxNxK) and
-      prints one JSON object: {<the header>, "results": [{"m", "n", "k", "dtype", "ms",
-      "gflops"}]}, ms the median of --repeat runs after --warmup runs.
+  matmul [--sizes 256,512,1024,2048] [--dtypes f32,f64] [--layouts nn] [--repeat 10] [--warmup 2]
+         [--threads 2]
+      times torch.matmul of fresh random [m, k] x [k, n] operands (a size is N or MxNxK; a layout
+      nn, nt with b transposed, tn with a transposed) and prints one JSON object: {<the header>,
+      "results": [{"m", "n", "k", "layout", "dtype", "ms", "gflops"}]}, ms the median of
+      --repeat runs after --warmup runs.
   serve [--threads 2]
       for cotan's benches: prints one JSON line, the header (below), or {"error"} when PyTorch
       cannot be imported; then answers each request line with one reply line:
-        {"op": "matmul", "m", "n", "k", "dtype", "runs"} -> {"seconds": [one time per run]},
+        {"op": "matmul", "m", "n", "k", "dtype", "runs"[, "layout"]} -> {"seconds": [one time per
+          run]}, layout "nn" (the default), "nt" (b transposed) or "tn" (a transposed),
           keeping the operands of the last shape between requests;
         {"op": "attention", "impl": "composed" | "sdpa", "kind", "causal", "affine_n", "inputs",
           "runs"} -> {"seconds", "max_relative_difference"}: forward + backward of the attention
@@ -93,9 +96,15 @@ def openblas(library):
         return None, None
 
 
-def operands(torch, m, n, k, dtype):
+def operands(torch, m, n, k, dtype, layout="nn"):
+    """[m, k] and [k, n] operands; layout "nt": b the transpose of a row-major [n, k] (x W^T),
+    "tn": a the transpose of a row-major [k, m] (X^T G)."""
+    if layout not in ("nn", "nt", "tn"):
+        raise ValueError(f"unknown layout {layout!r}")
     dt = getattr(torch, DTYPES[dtype])
-    return torch.randn(m, k).to(dt), torch.randn(k, n).to(dt)
+    a = torch.randn(k, m).to(dt).t() if layout == "tn" else torch.randn(m, k).to(dt)
+    b = torch.randn(n, k).to(dt).t() if layout == "nt" else torch.randn(k, n).to(dt)
+    return a, b
 
 
 def time_matmul(torch, a, b, runs):
@@ -241,13 +250,14 @@ def run_matmul(args):
     results = []
     for size in args.sizes.split(","):
         m, n, k = parse_size(size)
-        for dtype in args.dtypes.split(","):
-            a, b = operands(torch, m, n, k, dtype)
-            time_matmul(torch, a, b, args.warmup)
-            seconds = sorted(time_matmul(torch, a, b, args.repeat))
-            median = seconds[len(seconds) // 2]
-            results.append({"m": m, "n": n, "k": k, "dtype": dtype, "ms": median * 1e3,
-                            "gflops": 2.0 * m * n * k / median / 1e9})
+        for layout in args.layouts.split(","):
+            for dtype in args.dtypes.split(","):
+                a, b = operands(torch, m, n, k, dtype, layout)
+                time_matmul(torch, a, b, args.warmup)
+                seconds = sorted(time_matmul(torch, a, b, args.repeat))
+                median = seconds[len(seconds) // 2]
+                results.append({"m": m, "n": n, "k": k, "layout": layout, "dtype": dtype,
+                                "ms": median * 1e3, "gflops": 2.0 * m * n * k / median / 1e9})
     print(json.dumps({**header(torch), "results": results}))
 
 
@@ -276,7 +286,8 @@ def serve(args):
                     attention[case] = AttentionCase(torch, request)
                 reply = attention[case].timed(int(request.get("runs", 1)))
             elif request.get("op") == "matmul":
-                shape = (request["m"], request["n"], request["k"], request["dtype"])
+                shape = (request["m"], request["n"], request["k"], request["dtype"],
+                         request.get("layout", "nn"))
                 if shape != key:
                     key, (a, b) = shape, operands(torch, *shape)
                 reply = {"seconds": time_matmul(torch, a, b, int(request.get("runs", 1)))}
@@ -293,6 +304,7 @@ def main():
     matmul = modes.add_parser("matmul", help="time torch.matmul and print JSON")
     matmul.add_argument("--sizes", default="256,512,1024,2048")
     matmul.add_argument("--dtypes", default="f32,f64")
+    matmul.add_argument("--layouts", default="nn", help="nn, nt (b transposed), tn (a transposed)")
     matmul.add_argument("--repeat", type=int, default=10)
     matmul.add_argument("--warmup", type=int, default=2)
     matmul.add_argument("--threads", type=int, default=2, help="torch threads (0: torch's default)")

@@ -402,13 +402,38 @@ template <int64_t P, class T, class S>
 void pack_panels(T* __restrict dst, const S* src, int64_t line_stride, int64_t step, int64_t lines, int64_t kc) {
   const int64_t full = lines / P, rest = lines % P, panels = full + (rest > 0);
   T* const last = dst + full * kc * P;  // the short panel, when rest > 0
-  if (line_stride == 1) {  // the lines are adjacent: copy runs of P, row by row (B row-major)
-    for (int64_t k = 0; k < kc; ++k) {
-      const S* row = src + k * step;
-      for (int64_t q = 0; q < full; ++q)
-        for (int64_t i = 0; i < P; ++i) dst[q * kc * P + k * P + i] = T(row[q * P + i]);
+  if (line_stride == 1) {  // the lines are adjacent: copy runs of P from each of the kc rows
+    if constexpr (P * sizeof(T) >= 64) {  // B row-major: row by row, each run a whole cache line or more
+      for (int64_t k = 0; k < kc; ++k) {
+        const S* row = src + k * step;
+        for (int64_t q = 0; q < full; ++q)
+          for (int64_t i = 0; i < P; ++i) dst[q * kc * P + k * P + i] = T(row[q * P + i]);
+        if (rest)
+          for (int64_t i = 0; i < P; ++i) last[k * P + i] = i < rest ? T(row[full * P + i]) : T(0);
+      }
+    } else {
+      // A column-major (the X^T of a weight gradient): G panels at a time, down all kc rows, so
+      // each row's run spans a cache line and only G panels are written at once. Row by row, a
+      // run shorter than a line would be stored into every panel of the block, kc * P * 4 bytes
+      // apart: a multiple of 4 KiB when kc is, all in one set of L1, and 3-4x slower.
+      constexpr int64_t G = (64 / int64_t(sizeof(T)) + P - 1) / P;
+      int64_t q = 0;
+      for (; q + G <= full; q += G) {
+        const S* col = src + q * P;
+        T* d = dst + q * kc * P;
+        for (int64_t k = 0; k < kc; ++k, col += step, d += P)
+          for (int64_t g = 0; g < G; ++g)
+            for (int64_t i = 0; i < P; ++i) d[g * kc * P + i] = T(col[g * P + i]);
+      }
+      for (; q < full; ++q) {
+        const S* col = src + q * P;
+        T* d = dst + q * kc * P;
+        for (int64_t k = 0; k < kc; ++k, col += step, d += P)
+          for (int64_t i = 0; i < P; ++i) d[i] = T(col[i]);
+      }
       if (rest)
-        for (int64_t i = 0; i < P; ++i) last[k * P + i] = i < rest ? T(row[full * P + i]) : T(0);
+        for (int64_t k = 0; k < kc; ++k)
+          for (int64_t i = 0; i < P; ++i) last[k * P + i] = i < rest ? T(src[k * step + full * P + i]) : T(0);
     }
     return;
   }
@@ -492,14 +517,25 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const int64_t KC = blocks.kc, MC = blocks.mc;
   const int64_t k_blocks = (k + KC - 1) / KC;
   const int64_t threads = split ? worker_threads() : 1;
-  // Row tiles of at most MC rows, whole panels each; when there are at least as many as
-  // threads, as many as a multiple of the thread count.
+  // Row tiles of at most MC rows, whole panels each. With fewer than two per thread, and B not
+  // much wider than A is tall, rows are cut finer, down to kMinTilePanels panels a tile: a column
+  // split instead would pack each row of A once per column tile (at K = 1024 and a few hundred
+  // rows and columns, 15-25% of the time), while each row tile reads all of packed B. When there
+  // are at least as many tiles as threads, as many as a multiple of the thread count.
+  constexpr int64_t kMinTilePanels = 4;
   const int64_t row_panels = (m + MR - 1) / MR;
   int64_t row_tiles = (row_panels + MC / MR - 1) / (MC / MR);
+  if (threads > 1 && row_tiles < 2 * threads && n <= 4 * m)
+    row_tiles = std::max(row_tiles, std::min(2 * threads, row_panels / kMinTilePanels));
   if (row_tiles >= threads) row_tiles = std::min(row_panels, (row_tiles + threads - 1) / threads * threads);
-  // With few rows (one tile), the threads split the columns and share A, packed once whole:
-  // chunk p at p * KC * row_panels * MR, `row_panels` panels of kc x MR. Many rows: each task
-  // packs its own rows, chunk by chunk, once per column block.
+  // Column tiles per row tile, at most: with fewer row tiles than threads (few rows), the threads
+  // split the columns.
+  const int64_t col_split = threads > 1 && row_tiles < threads ? std::max<int64_t>(1, 4 * threads / row_tiles) : 1;
+  // With few rows (one tile), the threads split the columns and share A, packed once whole (the
+  // threads sharing the work): chunk p at p * KC * row_panels * MR, `row_panels` panels of
+  // kc x MR. Many rows: each task packs its own rows, chunk by chunk, once per column block,
+  // into L2. (Sharing a whole A of several tiles measured 2x slower: each task then reads its
+  // panels from L3, once per column panel.)
   const bool shared_a = row_tiles == 1;
   std::optional<Buffer<T>> whole_a;
   auto pack_a = [&](T* dst, int64_t i0, int64_t rows, int64_t p) {
@@ -508,7 +544,18 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   };
   if (shared_a) {
     whole_a.emplace(row_panels * MR * k);
-    for (int64_t p = 0; p < k_blocks; ++p) pack_a(whole_a->get() + p * KC * row_panels * MR, 0, m, p);
+    // Tasks: a K chunk x a run of panels each.
+    constexpr int64_t kPanelsPerTask = 8;
+    const int64_t runs = (row_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+    auto pack_runs = [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t p = t / runs, q0 = t % runs * kPanelsPerTask, q1 = std::min(row_panels, q0 + kPanelsPerTask);
+        const int64_t kc = std::min(KC, k - p * KC);
+        pack_a(whole_a->get() + p * KC * row_panels * MR + q0 * kc * MR, q0 * MR, std::min(m, q1 * MR) - q0 * MR, p);
+      }
+    };
+    if (split) parallel_for(k_blocks * runs, 1, pack_runs);
+    else pack_runs(0, k_blocks * runs);
   }
   // B row-major in the compute type, with AVX-512: the micro-kernel reads B where it lies, kc
   // rows of NR, which measured as fast as packed panels even with many row panels (its rows come
@@ -538,13 +585,13 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
                           b.data + k0 * b.row_stride + j0 * b.col_stride, b.col_stride, b.row_stride, cols, kc);
         }
       };
-      if (split) parallel_for(panels, 8, pack_b);
+      if (split) parallel_for(panels, std::clamp<int64_t>(panels / (2 * threads), 1, 8), pack_b);
       else pack_b(0, panels);
     }
 
     // Tasks: row tiles x column tiles; columns are split only when there are too few row tiles
     // to keep every thread busy.
-    const int64_t col_tiles = threads > 1 ? std::min(panels, std::max<int64_t>(1, 4 * threads / row_tiles)) : 1;
+    const int64_t col_tiles = std::min(panels, col_split);
     auto tile = [&](int64_t t) {
       const int64_t rt = t / col_tiles, ct = t % col_tiles;
       const int64_t i0 = part_begin(row_panels, row_tiles, rt) * MR;

@@ -301,6 +301,8 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 389})},
       {random_tensor<float>({517, 2100}), column_major<float>({2100, 389})},
       {column_major<double>({130, 2100}), random_tensor<double>({2100, 77})},
+      // A weight gradient's X^T G: few rows, cut into finer row tiles on 2 threads than on 1.
+      {column_major<float>({128, 1100}), random_tensor<float>({1100, 384})},
   };
   for (const auto& [a, b] : cases) {
     CAPTURE(a.shape());
