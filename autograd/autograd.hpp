@@ -6,11 +6,18 @@
 // written with ordinary ops and run in no_grad mode. The engine visits nodes in reverse creation
 // order (a valid topological order: inputs are always created first) and sums cotangents where a
 // value fans out, so gradients are deterministic.
+//
+// A slice's node also says where it lies in its input (`region`). The engine then writes the
+// slice's cotangent into that place of the input's cotangent instead of running the pullback,
+// which would pad it with zeros to the input's shape: a value cut into parts (the columns of a
+// joint q/k/v projection) gets one cotangent, assembled part by part, and no zero-padded copy of
+// it per part.
 #pragma once
 
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -20,6 +27,11 @@ namespace cotan {
 
 using Pullback = std::function<std::vector<Tensor>(const Tensor& cotangent)>;
 
+// Where a slice lies in its input: along `axis`, elements start, start + step, ... < stop.
+struct SliceRegion {
+  int64_t axis = 0, start = 0, stop = 0, step = 1;
+};
+
 struct Node {
   const char* op = "leaf";
   std::vector<std::shared_ptr<Node>> inputs;  // null where that input is not tracked
@@ -28,6 +40,7 @@ struct Node {
   DType dtype = DType::f32;
   Device device;
   uint64_t sequence = 0;  // creation order
+  std::optional<SliceRegion> region;  // set by slice: its one input's cotangent takes it in place
 };
 
 // Whether ops record onto the tape (per thread; on by default).

@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "autograd/autograd.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan {
@@ -69,6 +70,47 @@ std::vector<Node*> reverse_topological(Node* root) {
   return order;
 }
 
+// The cotangent of one value while the backward pass runs: the sum of the whole cotangents its
+// users passed on, and the cotangents of its slices, in the order they arrived.
+struct Cotangent {
+  Tensor whole;
+  std::vector<std::pair<SliceRegion, Tensor>> parts;
+};
+
+// Whether the parts are disjoint step-1 ranges of one axis that cover all of it.
+bool parts_cover(const std::vector<std::pair<SliceRegion, Tensor>>& parts, const Node& value) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (const auto& [region, g] : parts) {
+    if (region.axis != parts[0].first.axis || region.step != 1) return false;
+    if (region.stop > region.start) ranges.emplace_back(region.start, region.stop);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  int64_t at = 0;
+  for (const auto& [start, stop] : ranges) {
+    if (start != at) return false;
+    at = stop;
+  }
+  return at == value.shape[size_t(parts[0].first.axis)];
+}
+
+// The cotangent of `value` as one tensor: the whole sum, with each part added into its place (or,
+// when the parts alone cover the value, written there).
+Tensor assemble(const Node& value, Cotangent& c) {
+  if (c.parts.empty()) return c.whole;
+  const bool covered = !c.whole.defined() && parts_cover(c.parts, value);
+  Tensor out = covered || c.whole.defined() ? Tensor::empty(value.shape, value.dtype, value.device)
+                                            : zeros(value.shape, value.dtype, value.device);
+  Backend& kernels = backend(value.device);
+  if (c.whole.defined()) kernels.assign(out, c.whole);
+  for (const auto& [r, g] : c.parts) {
+    if (g.numel() == 0) continue;
+    const Tensor place = slice(out, r.axis, r.start, r.stop, r.step);
+    if (covered) kernels.assign(place, g);
+    else kernels.assign(place, add(place, g));
+  }
+  return out;
+}
+
 }  // namespace
 
 bool grad_enabled() { return grad_mode; }
@@ -126,7 +168,7 @@ std::vector<Tensor> gradients(const Tensor& output, const Tensor& cotangent, con
   if (cotangent.shape() != output.shape())
     fail("gradients", "cotangent of shape ", to_string(cotangent.shape()), " for an output of shape ",
          to_string(output.shape()));
-  std::unordered_map<Node*, Tensor> cotangents;
+  std::unordered_map<Node*, Cotangent> cotangents;
   std::unordered_set<Node*> wanted;
   for (const Tensor& w : wrt) {
     if (!w.tracked()) fail("gradients", "a requested input is not tracked (use track() or value_and_grad)");
@@ -135,11 +177,19 @@ std::vector<Tensor> gradients(const Tensor& output, const Tensor& cotangent, con
   if (output.tracked()) {
     NoGrad no_grad;
     Node* root = output.node().get();
-    cotangents[root] = cotangent;
+    cotangents[root].whole = cotangent;
     for (Node* node : reverse_topological(root)) {
       auto it = cotangents.find(node);
       if (it == cotangents.end() || !node->pullback) continue;
-      std::vector<Tensor> grads = node->pullback(it->second);
+      const Tensor g = assemble(*node, it->second);
+      if (node->region) {  // a slice: its cotangent goes into its place in its input's
+        Node* in = node->inputs[0].get();
+        if (in) cotangents[in].parts.emplace_back(*node->region, g);
+        if (!wanted.count(node)) cotangents.erase(node);
+        else cotangents[node] = Cotangent{g, {}};  // by key: the insertion above may rehash
+        continue;
+      }
+      std::vector<Tensor> grads = node->pullback(g);
       if (grads.size() != node->inputs.size())
         fail(node->op, "pullback returned ", grads.size(), " cotangents for ", node->inputs.size(), " inputs");
       for (size_t i = 0; i < grads.size(); ++i) {
@@ -148,18 +198,19 @@ std::vector<Tensor> gradients(const Tensor& output, const Tensor& cotangent, con
         if (grads[i].shape() != in->shape || grads[i].dtype() != in->dtype)
           fail(node->op, "pullback gave input ", i, " a cotangent ", to_string(grads[i].shape()), " ",
                grads[i].dtype(), " for a value ", to_string(in->shape), " ", in->dtype);
-        auto [slot, inserted] = cotangents.try_emplace(in, grads[i]);
-        if (!inserted) slot->second = add(slot->second, grads[i]);
+        Tensor& whole = cotangents[in].whole;
+        whole = whole.defined() ? add(whole, grads[i]) : grads[i];
       }
       // A cotangent is dead once passed on, unless it is one that was asked for.
       if (!wanted.count(node)) cotangents.erase(node);
+      else cotangents[node] = Cotangent{g, {}};
     }
   }
   std::vector<Tensor> out;
   out.reserve(wrt.size());
   for (const Tensor& w : wrt) {
     auto it = cotangents.find(w.node().get());
-    out.push_back(it != cotangents.end() ? it->second : zeros(w.shape(), w.dtype(), w.device()));
+    out.push_back(it != cotangents.end() ? assemble(*w.node(), it->second) : zeros(w.shape(), w.dtype(), w.device()));
   }
   return out;
 }

@@ -139,8 +139,7 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     fail("decode", "affine_n 'full' divides by the whole sequence length, which changes every earlier position as "
                    "the sequence grows: cached decoding needs affine_n 'visible'");
   const int64_t b = x.size(0), tq = x.size(1);
-  auto project = [&](const ExtraParam& p) { return matmul(x, transpose(ps[p.name])); };  // x W^T
-  auto [q, k, v] = project_qkv(x, ps);
+  auto [q, k, v, alpha_logits, gate_logits] = project_qkv(x, ps);
   q = Rope::apply(q, step.cos, step.sin);
   k = Rope::apply(k, step.cos, step.sin);
   if (step.real.defined()) {  // padding of a ragged prefill chunk: stored as zeros, never seen
@@ -165,13 +164,13 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     std::string key = join(prefix, "alpha_ma");
     auto it = st.buffers.find(key);
     if (it == st.buffers.end()) fail("decode", "state has no buffer '", key, "'");
-    spec.alpha = permute(phi(project(kAlphaProj), options.phi), {0, 2, 1});  // [B, H, Tq]
+    spec.alpha = permute(phi(alpha_logits, options.phi), {0, 2, 1});  // [B, H, Tq]
     spec.alpha_ma = it->second;
     spec.u = u;
     spec.count = step.count;
   }
   Tensor o = reshape(permute(cached_attention(spec), {0, 2, 1, 3}), {b, tq, heads * head_dim});
-  if (kind().gated) o = output_gate(o, project(kGateProj));
+  if (kind().gated) o = output_gate(o, gate_logits);
   return Linear{heads * head_dim, dim, o_bias}.apply(o, ps.sub("o_proj"));
 }
 

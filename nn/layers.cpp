@@ -21,6 +21,25 @@ Tensor Linear::apply(const Tensor& x, const ParamView& ps) const {
   return bias ? y + ps["bias"] : y;
 }
 
+std::vector<Tensor> joint_linear(const Tensor& x, const std::vector<Tensor>& weights, const std::vector<Tensor>& biases) {
+  if (weights.empty() || biases.size() != weights.size())
+    fail("joint_linear", "needs one bias (or an undefined tensor) per weight, got ", weights.size(), " weights and ",
+         biases.size(), " biases");
+  std::vector<Tensor> out;
+  if (weights.size() == 1) {
+    out.push_back(matmul(x, transpose(weights[0])));
+  } else {
+    const Tensor y = matmul(x, transpose(concat(weights, 0)));  // [..., sum of the out sizes]
+    for (int64_t at = 0; const Tensor& w : weights) {
+      out.push_back(slice(y, -1, at, at + w.size(0)));
+      at += w.size(0);
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (biases[i].defined()) out[i] = out[i] + biases[i];
+  return out;
+}
+
 void Embedding::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
   s.push_back({join(prefix, "weight"), {vocab, dim}, Init::normal, true});
 }
@@ -147,16 +166,23 @@ void Attention::buffers(State& st, const std::string& prefix, DType dtype) const
 Attention::Projections Attention::project_qkv(const Tensor& x, const ParamView& ps) const {
   const int64_t b = x.size(0), t = x.size(1);
   auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, t, h, head_dim}), {0, 2, 1, 3}); };
-  return {heads_first(Linear{dim, heads * head_dim, qkv_bias}.apply(x, ps.sub("q_proj")), heads),
-          heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("k_proj")), kv_heads),
-          heads_first(Linear{dim, kv_heads * head_dim, qkv_bias}.apply(x, ps.sub("v_proj")), kv_heads)};
+  std::vector<Tensor> weights{ps["q_proj.weight"], ps["k_proj.weight"], ps["v_proj.weight"]}, biases(3);
+  if (qkv_bias) biases = {ps["q_proj.bias"], ps["k_proj.bias"], ps["v_proj.bias"]};
+  const bool affine = kind().core == CoreKind::affine, gated = kind().gated;
+  if (affine) weights.push_back(ps[kAlphaProj.name]);
+  if (gated) weights.push_back(ps[kGateProj.name]);
+  biases.resize(weights.size());  // the extra projections have no bias
+  std::vector<Tensor> y = joint_linear(x, weights, biases);
+  Projections out{heads_first(y[0], heads), heads_first(y[1], kv_heads), heads_first(y[2], kv_heads), {}, {}};
+  if (affine) out.alpha_logits = y[3];
+  if (gated) out.gate_logits = y[affine ? 4 : 3];
+  return out;
 }
 
 std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, const State& st,
                                           const std::string& prefix, LayerAnalysis* analysis, LayerCache* cache) const {
   int64_t b = x.size(0), t = x.size(1);
-  auto project = [&](const ExtraParam& p) { return matmul(x, transpose(ps[p.name])); };  // x W^T
-  auto [q, k, v] = project_qkv(x, ps);
+  auto [q, k, v, alpha_logits, gate_logits] = project_qkv(x, ps);
   auto [cos, sin] = rope.tables(t, x.dtype(), x.device());
 
   State next = st;
@@ -167,7 +193,7 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
   core.causal = true;
   core.affine_n = options.affine_n;
   if (kind().core == CoreKind::affine) {
-    Tensor alpha = phi(project(kAlphaProj), options.phi);  // [B, T, H]
+    Tensor alpha = phi(alpha_logits, options.phi);  // [B, T, H]
     core.alpha = contiguous(permute(alpha, {0, 2, 1}));     // [B, H, T]
     std::string key = join(prefix, "alpha_ma");
     auto it = st.buffers.find(key);
@@ -193,7 +219,7 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
 
   Tensor o = options.impl == AttentionImpl::fused ? attention_fused(core) : attention_composed(core);
   o = reshape(permute(o, {0, 2, 1, 3}), {b, t, heads * head_dim});
-  if (kind().gated) o = output_gate(o, project(kGateProj));
+  if (kind().gated) o = output_gate(o, gate_logits);
   return {Linear{heads * head_dim, dim, o_bias}.apply(o, ps.sub("o_proj")), std::move(next)};
 }
 

@@ -47,6 +47,13 @@ struct Linear {
   Tensor apply(const Tensor& x, const ParamView& ps) const;  // x [..., in] -> [..., out]
 };
 
+// x W_i^T (+ b_i) for each weight W_i [out_i, in] (b_i undefined: no bias), as one product of x
+// with the weights stacked, whose columns are then cut apart: one pass over x and one product
+// in each direction of the backward pass instead of one per weight (the engine assembles the
+// parts' cotangents in place). Each output element is the same sum as in its own product, bit
+// for bit; the cotangent of x is one sum over all the outputs.
+std::vector<Tensor> joint_linear(const Tensor& x, const std::vector<Tensor>& weights, const std::vector<Tensor>& biases);
+
 struct Embedding {
   int64_t vocab = 0, dim = 0;
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
@@ -129,10 +136,12 @@ struct Attention {
   // N_i = T changes every earlier row as the sequence grows).
   Tensor extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                 const CacheStep& step, LayerCache& cache) const;
-  // q [B, H, T, d] and k, v [B, Hkv, T, d] of x [B, T, D], heads first, before RoPE: what apply
-  // and extend both start from.
+  // q [B, H, T, d] and k, v [B, Hkv, T, d] of x [B, T, D], heads first, before RoPE, and the
+  // kind's alpha logits [B, T, H] and gate logits [B, T, H d] (undefined for kinds without
+  // them): what apply and extend both start from. One product of x with the weights stacked
+  // (joint_linear), as in HF's separate products bit for bit.
   struct Projections {
-    Tensor q, k, v;
+    Tensor q, k, v, alpha_logits, gate_logits;
   };
   Projections project_qkv(const Tensor& x, const ParamView& ps) const;
 };

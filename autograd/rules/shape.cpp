@@ -138,11 +138,15 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t stop, int64_t
   int64_t offset = x.offset() + (len > 0 ? lo * strides[size_t(a)] : 0);
   strides[size_t(a)] *= step;
   Tensor y = x.as_strided(shape, strides, offset);
-  return record("slice", y, {x}, [xs = x.shape(), a, lo, hi, step](const Tensor& g) {
+  // The backward pass writes the cotangent into its place (Node::region); the pullback, which
+  // pads it with zeros, says the same.
+  Tensor out = record("slice", y, {x}, [xs = x.shape(), a, lo, hi, step](const Tensor& g) {
     Tensor z = zeros(xs, g.dtype(), g.device());
     backend_of(z).assign(slice(z, a, lo, hi, step), g);
     return std::vector{z};
   });
+  if (out.tracked()) out.node()->region = SliceRegion{a, lo, hi, step};
+  return out;
 }
 
 Tensor broadcast_to(const Tensor& x, const Shape& shape) {

@@ -202,6 +202,68 @@ TEST_CASE("the fused ops pass gradcheck in f64") {
   CHECK(r.pass);
 }
 
+// joint_linear against one product per weight: the outputs and the weight and bias gradients
+// are the same sums, so the same bits; the gradient of x is one sum over all the outputs, so
+// close. In f64 and f32, with and without biases, x a batch; then gradcheck in f64.
+TEST_CASE("joint_linear: one stacked product, the bits of separate ones") {
+  Generator gen(2024);
+  for (DType dt : {DType::f64, DType::f32}) {
+    CAPTURE(dt);
+    const Tensor x = normal({2, 5, 24}, gen, dt);
+    const std::vector<Tensor> weights{normal({16, 24}, gen, dt), normal({8, 24}, gen, dt), normal({3, 24}, gen, dt)};
+    const std::vector<Tensor> biases{normal({16}, gen, dt), Tensor(), normal({3}, gen, dt)};
+    std::vector<Tensor> cotangents;
+    for (const Tensor& w : weights) cotangents.push_back(normal({2, 5, w.size(0)}, gen, dt));
+    // sum_i <y_i, c_i>: each output weighed by its own random cotangent.
+    auto loss = [&](bool joint) {
+      return [&, joint](X in) {
+        const std::vector<Tensor> w(in.begin() + 1, in.begin() + 4);
+        const std::vector<Tensor> b{in[4], Tensor(), in[5]};
+        std::vector<Tensor> y;
+        if (joint) {
+          y = joint_linear(in[0], w, b);
+        } else {
+          for (size_t i = 0; i < w.size(); ++i) {
+            Tensor yi = matmul(in[0], transpose(w[i]));
+            y.push_back(b[i].defined() ? yi + b[i] : yi);
+          }
+        }
+        Tensor total = sum(y[0] * cotangents[0]);
+        for (size_t i = 1; i < y.size(); ++i) total = total + sum(y[i] * cotangents[i]);
+        return total;
+      };
+    };
+    const std::vector<Tensor> inputs{x, weights[0], weights[1], weights[2], biases[0], biases[2]};
+    {
+      NoGrad no_grad;
+      const std::vector<Tensor> joint = joint_linear(x, weights, biases);
+      REQUIRE(joint.size() == 3);
+      for (size_t i = 0; i < 3; ++i) {
+        Tensor separate = matmul(x, transpose(weights[i]));
+        if (biases[i].defined()) separate = separate + biases[i];
+        CHECK(same_bits(joint[i], separate));
+      }
+    }
+    auto [joint_value, joint_grads] = value_and_grad(loss(true), inputs);
+    auto [separate_value, separate_grads] = value_and_grad(loss(false), inputs);
+    CHECK(rel_diff(joint_grads[0], separate_grads[0]) < tolerance(dt));
+    for (size_t i = 1; i < inputs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(same_bits(joint_grads[i], separate_grads[i]));
+    }
+  }
+  const Tensor x = randn({3, 4}, gen, DType::f64);
+  GradcheckResult r = gradcheck(
+      [](X in) {
+        const std::vector<Tensor> y = joint_linear(in[0], {in[1], in[2]}, {in[3], Tensor()});
+        return sum(y[0] * y[0]) + sum(tanh(y[1]));
+      },
+      {x, randn({5, 4}, gen, DType::f64), randn({2, 4}, gen, DType::f64), randn({5}, gen, DType::f64)});
+  INFO("joint_linear: ", r.describe());
+  CHECK(r.pass);
+  CHECK_THROWS_WITH_AS(joint_linear(x, {x}, {}), doctest::Contains("joint_linear"), Error);
+}
+
 TEST_CASE("bad input names the op and the shapes") {
   Generator gen(5);
   const Tensor x = randn({2, 4}, gen);
