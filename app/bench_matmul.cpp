@@ -201,12 +201,11 @@ int bench_matmul(const Args& args) {
   for (const Size& size : sizes) {
     for (const std::string& layout : layouts) {
       for (DType dtype : dtypes) {
-        const Tensor a = to(layout == "tn" ? transpose(randn({size.k, size.m}, gen, dtype))
-                                           : randn({size.m, size.k}, gen, dtype),
-                            device);
-        const Tensor b = to(layout == "nt" ? transpose(randn({size.n, size.k}, gen, dtype))
-                                           : randn({size.k, size.n}, gen, dtype),
-                            device);
+        // Transposed after the move to the device, which copies into a contiguous tensor.
+        const Tensor a = layout == "tn" ? transpose(to(randn({size.k, size.m}, gen, dtype), device))
+                                        : to(randn({size.m, size.k}, gen, dtype), device);
+        const Tensor b = layout == "nt" ? transpose(to(randn({size.n, size.k}, gen, dtype), device))
+                                        : to(randn({size.k, size.n}, gen, dtype), device);
         double warm = 1e30;
         for (int i = 0; i < kWarmup; ++i) warm = std::min(warm, time_once(a, b));
         if (torch) torch_matmul(*torch, size, dtype, layout, kWarmup);
