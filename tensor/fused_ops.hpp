@@ -190,4 +190,14 @@ struct AdamWTensors {
   Tensor p, m, v;
 };
 
+// One parameter of a step's update (Backend::adamw_update_all): its p, g, m, v (contiguous, one
+// shape, all f32 or all f64) and constants. With in_place, nothing else holds p, m or v, and the
+// backend may write the results over them; either way it replaces p, m and v with the updated
+// tensors.
+struct AdamWJob {
+  Tensor p, g, m, v;
+  AdamWScalars<double> s;
+  bool in_place = false;
+};
+
 }  // namespace cotan

@@ -266,6 +266,16 @@ class Backend {
                                     const Tensor& /*v*/, const AdamWScalars<double>&) {
     no_kernel("adamw");
   }
+  // Every parameter of a step: each job's p, m and v replaced by its updated tensors (written
+  // over the old ones where job.in_place allows). By default, one adamw_update per job.
+  virtual void adamw_update_all(std::vector<AdamWJob>& jobs) {
+    for (AdamWJob& job : jobs) {
+      AdamWTensors next = adamw_update(job.p, job.g, job.m, job.v, job.s);
+      job.p = std::move(next.p);
+      job.m = std::move(next.m);
+      job.v = std::move(next.v);
+    }
+  }
   // sum over xs of sum(x^2), each x (floating, any strides) converted to f64 and summed in a
   // fixed order, the tensors in order: a 0-d f64 tensor on this device (global_norm's square).
   virtual Tensor squared_norm(const std::vector<Tensor>&) { no_kernel("global_norm"); }

@@ -38,8 +38,10 @@ AdamW::AdamW(const AdamWConfig& config, std::vector<nn::ParamSpec> specs)
     check(seen.insert(s.name).second, "adamw", "parameter '", s.name, "' is declared twice");
 }
 
-void AdamW::step(nn::Params& ps, const nn::Params& grads, double lr) {
+void AdamW::step(nn::Params& ps, const nn::Params& grads, double lr, double grad_scale) {
   check(std::isfinite(lr) && lr >= 0.0, "adamw", "learning rate ", lr, " must be finite and >= 0");
+  check(std::isfinite(grad_scale) && grad_scale > 0.0, "adamw", "gradient scale ", grad_scale,
+        " must be finite and positive");
   // Check everything before touching anything, so a failed step leaves ps and the state as they were.
   for (const nn::ParamSpec& s : specs_) {
     auto p = ps.find(s.name);
@@ -60,24 +62,37 @@ void AdamW::step(nn::Params& ps, const nn::Params& grads, double lr) {
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(config_.beta2, t));
   const double step_size = lr / bias1;
   const double shrink = 1.0 - lr * config_.weight_decay;
-  for (const nn::ParamSpec& s : specs_) {
-    Tensor& p = ps.at(s.name);
+  // One backend call per run of parameters on one device; every result is a fresh tensor.
+  std::vector<AdamWJob> jobs;
+  jobs.reserve(specs_.size());
+  auto flush = [&](size_t end) {
+    if (jobs.empty()) return;
+    backend(jobs.front().p.device()).adamw_update_all(jobs);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const nn::ParamSpec& s = specs_[end - jobs.size() + i];
+      Tensor& p = ps.at(s.name);
+      exp_avg_[s.name] = std::move(jobs[i].m);
+      exp_avg_sq_[s.name] = std::move(jobs[i].v);
+      p = cast(jobs[i].p, p.dtype());
+    }
+    jobs.clear();
+  };
+  for (size_t i = 0; i < specs_.size(); ++i) {
+    const nn::ParamSpec& s = specs_[i];
+    const Tensor& p = ps.at(s.name);
+    if (!jobs.empty() && jobs.front().p.device() != p.device()) flush(i);
     const DType work = work_dtype(p.dtype());
-    Tensor pw = cast(p, work);
-    Tensor g = cast(grads.at(s.name), work);
     Tensor& m = exp_avg_[s.name];
     Tensor& v = exp_avg_sq_[s.name];
     // Loaded moments take the parameter's device and working dtype (no-ops after the first step).
     m = m.defined() ? to(cast(m, work), p.device()) : zeros(s.shape, work, p.device());
     v = v.defined() ? to(cast(v, work), p.device()) : zeros(s.shape, work, p.device());
-
-    const AdamWScalars<double> k{s.decay ? shrink : 1.0,  config_.beta1, 1.0 - config_.beta1, config_.beta2,
-                                 1.0 - config_.beta2,         bias2_sqrt,    config_.eps,         step_size};
-    AdamWTensors next = adamw_update(contiguous(pw), contiguous(g), contiguous(m), contiguous(v), k);
-    m = next.m;
-    v = next.v;
-    p = cast(next.p, p.dtype());
+    AdamWScalars<double> k{s.decay ? shrink : 1.0,  config_.beta1, 1.0 - config_.beta1, config_.beta2,
+                           1.0 - config_.beta2,         bias2_sqrt,    config_.eps,         step_size};
+    k.grad_scale = grad_scale;
+    jobs.push_back({contiguous(cast(p, work)), contiguous(cast(grads.at(s.name), work)), m, v, k, false});
   }
+  flush(specs_.size());
   ++steps_;
 }
 
@@ -156,19 +171,24 @@ AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, con
 AdamWTensors adamw_update_composed(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                                    const AdamWScalars<double>& s) {
   NoGrad no_grad;
+  Tensor gs = s.grad_scale != 1.0 ? g * s.grad_scale : g;
   Tensor pw = s.shrink != 1.0 ? p * s.shrink : p;
-  Tensor m2 = m * s.beta1 + g * s.one_minus_beta1;
-  Tensor v2 = v * s.beta2 + square(g) * s.one_minus_beta2;
+  Tensor m2 = m * s.beta1 + gs * s.one_minus_beta1;
+  Tensor v2 = v * s.beta2 + square(gs) * s.one_minus_beta2;
   Tensor denom = sqrt(v2) / s.bias2_sqrt + s.eps;
   return {pw - (m2 / denom) * s.step_size, m2, v2};
+}
+
+double clip_scale(double norm, double max_norm) {
+  check(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be positive");
+  return std::isfinite(norm) && norm > max_norm ? max_norm / (norm + 1e-6) : 1.0;
 }
 
 double clip_grad_norm(nn::Params& grads, double max_norm) {
   check(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be positive");
   const double norm = global_norm(grads);
-  if (std::isfinite(norm) && norm > max_norm) {
+  if (const double scale = clip_scale(norm, max_norm); scale != 1.0) {
     NoGrad no_grad;
-    const double scale = max_norm / (norm + 1e-6);
     for (auto& [name, g] : grads) g = g * scale;
   }
   return norm;

@@ -6,10 +6,11 @@
 //
 // Updates are functional, like the rest of the model API: step() computes each new parameter as
 // a new tensor and replaces the handle in `ps`; the old tensor's storage is never written, so a
-// view or a copy of the old Params held elsewhere keeps its values. clip_grad_norm and accumulate
-// replace gradient handles the same way. Everything here runs under NoGrad on whatever device
-// the tensors live on (the update is one fused pass per tensor, the rest ordinary ops), and its
-// results do not depend on the number of threads.
+// view or a copy of the old Params held elsewhere keeps its values.
+// clip_grad_norm and accumulate replace gradient handles the same way. Everything here runs
+// under NoGrad on whatever device the tensors live on (the update is one fused pass over all
+// parameters of a device, the rest ordinary ops), and its results do not depend on the number
+// of threads.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +43,10 @@ class AdamW {
   AdamW(const AdamWConfig& config, std::vector<nn::ParamSpec> specs);
 
   // Updates every declared parameter. `grads` must hold a gradient of the parameter's shape for
-  // each of them (other names in `grads` are ignored); lr must be finite and >= 0.
-  void step(nn::Params& ps, const nn::Params& grads, double lr);
+  // each of them (other names in `grads` are ignored); lr must be finite and >= 0. Each gradient
+  // is used times grad_scale (finite, > 0): clipping folded into the update, the same values as
+  // clip_grad_norm's scaled gradients without writing them.
+  void step(nn::Params& ps, const nn::Params& grads, double lr, double grad_scale = 1.0);
 
   // "exp_avg.<param>" and "exp_avg_sq.<param>" for every declared parameter; empty before the
   // first step. With steps(), this is what a checkpoint saves.
@@ -75,9 +78,11 @@ AdamWTensors adamw_update_composed(const Tensor& p, const Tensor& g, const Tenso
 // The L2 norm over all gradients together, summed in f64 in the map's (name) order
 // (Backend::squared_norm where the gradients live).
 double global_norm(const nn::Params& grads);
-// Scales every gradient by max_norm / (norm + 1e-6) when the global norm exceeds max_norm
-// (max_norm > 0) and returns the norm before clipping. A non-finite norm is returned unclipped,
-// so the caller sees it.
+// The factor clipping scales the gradients by: max_norm / (norm + 1e-6) when a finite norm
+// exceeds max_norm (> 0), else 1 (a non-finite norm is left for the caller to see).
+double clip_scale(double norm, double max_norm);
+// Scales every gradient by clip_scale(global_norm(grads), max_norm) and returns the norm before
+// clipping. (train_step passes the factor to AdamW::step instead of writing scaled gradients.)
 double clip_grad_norm(nn::Params& grads, double max_norm);
 
 // into[name] += scale * grads[name] for every gradient; a name missing from `into` starts from

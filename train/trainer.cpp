@@ -463,9 +463,11 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
     if (has_ce) *rec.ce += parts.ce.item<double>() * scale;
     if (has_kd) *rec.teacher_entropy += parts.teacher_entropy.item<double>() * scale;
   }
-  rec.grad_norm = config.clip > 0 ? clip_grad_norm(grads, config.clip) : global_norm(grads);
+  // Clipping is folded into the update: the gradients are used scaled, never written scaled.
+  rec.grad_norm = global_norm(grads);
   rec.lr = lr;
-  if (std::isfinite(rec.loss) && std::isfinite(rec.grad_norm)) opt.step(params, grads, lr);
+  if (std::isfinite(rec.loss) && std::isfinite(rec.grad_norm))
+    opt.step(params, grads, lr, config.clip > 0 ? clip_scale(rec.grad_norm, config.clip) : 1.0);
   return rec;
 }
 

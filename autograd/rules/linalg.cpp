@@ -40,9 +40,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   x = broadcast_to(x, xs);
   y = broadcast_to(y, ys);
 
-  // [.., M, K] @ [.., K, N]: dX = G Y^T (M x N * N x K), dY = X^T G (K x M * M x N).
+  // [.., M, K] @ [.., K, N]: dX = G Y^T (M x N * N x K), dY = X^T G (K x M * M x N). A column-major
+  // Y (the W^T of x W^T) gets dY in its own layout, as (G^T X)^T: the same products summed in the
+  // same order, so W's gradient comes out contiguous rather than as a transposed view that every
+  // later pass over it (the norm, the update) would have to copy.
   Tensor out = record("matmul", backend_of(x).matmul(x, y), {x, y}, [x = x.detach(), y = y.detach()](const Tensor& g) {
-    return std::vector{matmul(g, transpose(y)), matmul(transpose(x), g)};
+    const bool column_major = y.size(-1) > 1 && y.size(-2) > 1 && y.strides().back() != 1 && y.strides().end()[-2] == 1;
+    return std::vector{matmul(g, transpose(y)),
+                       column_major ? transpose(matmul(transpose(g), x)) : matmul(transpose(x), g)};
   });
   if (a.dim() == 1) out = squeeze(out, -2);
   if (b.dim() == 1) out = squeeze(out, -1);

@@ -57,6 +57,7 @@ class CpuBackend final : public Backend {
 
   AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                             const AdamWScalars<double>& s) override;
+  void adamw_update_all(std::vector<AdamWJob>& jobs) override;
   Tensor squared_norm(const std::vector<Tensor>& xs) override;
 };
 

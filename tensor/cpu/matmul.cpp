@@ -39,6 +39,7 @@
 
 #include "tensor/cpu/backend.hpp"
 #include "tensor/cpu/parallel.hpp"
+#include "tensor/cpu/memory_cache.hpp"
 
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #define COTAN_PACKED_GEMM 1
@@ -66,17 +67,20 @@ struct Operand {
   int64_t row_stride, col_stride;
 };
 
-// 64-byte aligned scratch memory, uninitialised.
+// 64-byte aligned scratch memory, uninitialised, from the CPU allocator's block cache: packed
+// panels of a few hundred KiB, asked for at every product, would otherwise be fresh pages
+// (faulted and zeroed by the kernel) each time.
 template <class T>
 class Buffer {
  public:
-  explicit Buffer(int64_t n) : data_(static_cast<T*>(::operator new(size_t(n) * sizeof(T), std::align_val_t(64)))) {}
-  ~Buffer() { ::operator delete(data_, std::align_val_t(64)); }
+  explicit Buffer(int64_t n) : bytes_(size_t(n) * sizeof(T)), data_(static_cast<T*>(take_scratch(bytes_))) {}
+  ~Buffer() { give_scratch(data_, bytes_); }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   T* get() const { return data_; }
 
  private:
+  size_t bytes_;
   T* data_;
 };
 

@@ -99,6 +99,18 @@ void note_allocation(size_t nbytes) {
 
 }  // namespace
 
+void* take_scratch(size_t bytes) {
+  if (bytes < kCachedBlockBytes) return aligned_block(round_up(std::max<size_t>(bytes, 1), kAlignment));
+  const size_t rounded = cached_size(bytes);
+  void* block = block_cache().take(rounded);
+  return block ? block : aligned_block(rounded);
+}
+
+void give_scratch(void* block, size_t bytes) {
+  if (bytes >= kCachedBlockBytes && block_cache().give(block, cached_size(bytes))) return;
+  std::free(block);
+}
+
 void release_cached_memory() { block_cache().release(); }
 size_t cached_memory_bytes() { return block_cache().bytes(); }
 

@@ -14,6 +14,12 @@ namespace cotan::cpu {
 constexpr size_t kCachedBlockBytes = size_t(64) << 10;
 constexpr size_t kCacheCapBytes = size_t(2) << 30;
 
+// Scratch memory of a kernel (the packed GEMM's panels): 64-byte aligned, uninitialised, from
+// the same cache of large blocks as tensors (a step asks for the same sizes every time), not
+// counted in CpuMemoryStats. Each block goes back with the size it was taken with.
+void* take_scratch(size_t bytes);
+void give_scratch(void* block, size_t bytes);
+
 // Frees every cached block (blocks in use are not affected).
 void release_cached_memory();
 // Bytes held in the cache, not in use by any tensor.

@@ -8,6 +8,7 @@
 #include <map>
 #include <numbers>
 
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
 
@@ -234,6 +235,79 @@ TEST_CASE("adamw_update: the fused pass equals the composed update") {
   CHECK(error_of([&] { adamw_update(x, y, x, x, k); }).starts_with("[adamw] expects contiguous tensors of one shape"));
   Tensor h = zeros({3}, DType::bf16);
   CHECK(error_of([&] { adamw_update(h, h, h, h, k); }) == "[adamw] updates in f32 or f64, got bf16");
+}
+
+TEST_CASE("adamw_update_all: every parameter in one pass, in place where allowed") {
+  Generator gen(23);
+  // f32 and f64 jobs, one across several chunks, one of a single element; with and without
+  // decay, with a clipping scale.
+  std::vector<AdamWJob> jobs, reference;
+  const std::vector<std::pair<Shape, DType>> params{
+      {{40, 1000}, DType::f32}, {{1}, DType::f32}, {{300, 70}, DType::f64}, {{129}, DType::f32}};
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [shape, dtype] = params[i];
+    AdamWScalars<double> k{i % 2 ? 1.0 : 1.0 - 3e-3 * 0.1, 0.9, 0.1, 0.95, 0.05, std::sqrt(1 - std::pow(0.95, 2.0)),
+                           1e-8, 3e-3 / (1 - std::pow(0.9, 2.0))};
+    k.grad_scale = i == 2 ? 1.0 : 0.37;
+    Tensor p = randn(shape, gen, dtype), g = randn(shape, gen, dtype), m = randn(shape, gen, dtype) * 0.1;
+    Tensor v = square(randn(shape, gen, dtype)) * 0.01;
+    jobs.push_back({contiguous(p + 0.0), g, contiguous(m + 0.0), contiguous(v + 0.0), k, i % 2 == 0});
+    reference.push_back({p, g, m, v, k, false});
+  }
+  const std::vector<AdamWJob> before = jobs;  // holds the inputs: their values must survive
+  std::vector<Tensor> inputs;
+  for (const AdamWJob& j : jobs) inputs.push_back(contiguous(j.p + 0.0));
+  cpu_backend().adamw_update_all(jobs);
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    CAPTURE(i);
+    const AdamWJob& r = reference[i];
+    // The composed update with the gradient scaled first, as clip_grad_norm's g * scale.
+    const AdamWTensors want = adamw_update_composed(r.p, r.g, r.m, r.v, r.s);
+    const double tol = r.p.dtype() == DType::f64 ? 1e-14 : 1e-6;
+    for (auto [a, b] : {std::pair{jobs[i].p, want.p}, {jobs[i].m, want.m}, {jobs[i].v, want.v}})
+      CHECK(max(abs(a - b)).item<double>() <= tol * max(abs(b)).item<double>());
+    // In place exactly where the job allows it; otherwise the inputs keep their values.
+    CHECK(jobs[i].p.same_storage(before[i].p) == before[i].in_place);
+    CHECK(jobs[i].m.same_storage(before[i].m) == before[i].in_place);
+    if (!before[i].in_place) CHECK(max(abs(before[i].p - inputs[i])).item<double>() == 0.0);
+  }
+  // The fused pass gives the bits of one adamw_update per job (the default of every backend).
+  std::vector<AdamWJob> one_by_one = reference;
+  for (AdamWJob& j : one_by_one) {
+    const AdamWTensors next = adamw_update(j.p, j.g, j.m, j.v, j.s);
+    j.p = next.p;
+    j.m = next.m;
+    j.v = next.v;
+  }
+  for (size_t i = 0; i < jobs.size(); ++i)
+    for (auto [a, b] : {std::pair{jobs[i].p, one_by_one[i].p}, {jobs[i].m, one_by_one[i].m}, {jobs[i].v, one_by_one[i].v}})
+      CHECK(max(abs(a - b)).item<double>() == 0.0);
+}
+
+TEST_CASE("AdamW::step: a clipping scale equals clipped gradients; held parameters keep their values") {
+  const std::vector<nn::ParamSpec> ss = specs();
+  AdamW folded(AdamWConfig{}, ss), clipped(AdamWConfig{}, ss);
+  nn::Params a = make_params(ss, DType::f32, start_values_at, 0), b = make_params(ss, DType::f32, start_values_at, 0);
+  for (int step = 0; step < 3; ++step) {
+    nn::Params grads;
+    for (const nn::ParamSpec& s : ss) grads[s.name] = cast(from_vector<double>(grad_values(s, step), s.shape), DType::f32) * 40.0;
+    const nn::Params held = a;  // a copy of the old parameters: the update must not write them
+    std::map<std::string, std::vector<double>> old_values;
+    for (const auto& [name, t] : held) old_values[name] = t.to_vector<double>();
+    const double norm = global_norm(grads);
+    REQUIRE(clip_scale(norm, 1.0) < 1.0);
+    folded.step(a, grads, 1e-2, clip_scale(norm, 1.0));
+    nn::Params scaled = grads;
+    clip_grad_norm(scaled, 1.0);
+    clipped.step(b, scaled, 1e-2);
+    for (const auto& [name, t] : a) {
+      CAPTURE(name);
+      CHECK(max(abs(t - b.at(name))).item<double>() == 0.0);
+      CHECK(held.at(name).to_vector<double>() == old_values[name]);
+      CHECK(!t.same_storage(held.at(name)));
+    }
+  }
+  CHECK(error_of([&] { folded.step(a, {}, 1e-2, 0.0); }) == "[adamw] gradient scale 0 must be finite and positive");
 }
 
 TEST_CASE("global_norm and clip_grad_norm") {
