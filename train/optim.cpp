@@ -62,7 +62,8 @@ void AdamW::step(nn::Params& ps, const nn::Params& grads, double lr, double grad
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(config_.beta2, t));
   const double step_size = lr / bias1;
   const double shrink = 1.0 - lr * config_.weight_decay;
-  // One backend call per run of parameters on one device; every result is a fresh tensor.
+  // One backend call per run of parameters on one device, each job written in place when
+  // nothing but `ps` and this optimizer holds its tensors (see the header).
   std::vector<AdamWJob> jobs;
   jobs.reserve(specs_.size());
   auto flush = [&](size_t end) {
@@ -87,10 +88,13 @@ void AdamW::step(nn::Params& ps, const nn::Params& grads, double lr, double grad
     // Loaded moments take the parameter's device and working dtype (no-ops after the first step).
     m = m.defined() ? to(cast(m, work), p.device()) : zeros(s.shape, work, p.device());
     v = v.defined() ? to(cast(v, work), p.device()) : zeros(s.shape, work, p.device());
+    // A tensor may be overwritten when it is held only here (a converted p is a fresh copy).
+    const bool writable = (p.dtype() != work || p.sole_owner()) && p.is_contiguous() && m.sole_owner() &&
+                          m.is_contiguous() && v.sole_owner() && v.is_contiguous();
     AdamWScalars<double> k{s.decay ? shrink : 1.0,  config_.beta1, 1.0 - config_.beta1, config_.beta2,
                            1.0 - config_.beta2,         bias2_sqrt,    config_.eps,         step_size};
     k.grad_scale = grad_scale;
-    jobs.push_back({contiguous(cast(p, work)), contiguous(cast(grads.at(s.name), work)), m, v, k, false});
+    jobs.push_back({contiguous(cast(p, work)), contiguous(cast(grads.at(s.name), work)), m, v, k, writable});
   }
   flush(specs_.size());
   ++steps_;

@@ -4,9 +4,10 @@
 //   double g = clip_grad_norm(grads, 1.0);        // the norm before clipping (docs/losses.md)
 //   opt.step(ps, grads, lr_at(schedule, step));
 //
-// Updates are functional, like the rest of the model API: step() computes each new parameter as
-// a new tensor and replaces the handle in `ps`; the old tensor's storage is never written, so a
-// view or a copy of the old Params held elsewhere keeps its values.
+// Updates are functional, like the rest of the model API: step() replaces each handle in `ps`
+// with the new parameter, and a view or a copy of the old Params held elsewhere keeps its values.
+// Only a tensor that nothing else holds (no other handle, no view of its storage) has its memory
+// reused for the new values, as have the moments when no state_tensors() copy is alive.
 // clip_grad_norm and accumulate replace gradient handles the same way. Everything here runs
 // under NoGrad on whatever device the tensors live on (the update is one fused pass over all
 // parameters of a device, the rest ordinary ops), and its results do not depend on the number

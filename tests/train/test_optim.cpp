@@ -299,7 +299,10 @@ TEST_CASE("AdamW::step: a clipping scale equals clipped gradients; held paramete
     folded.step(a, grads, 1e-2, clip_scale(norm, 1.0));
     nn::Params scaled = grads;
     clip_grad_norm(scaled, 1.0);
+    std::map<std::string, const void*> b_memory;  // nothing else holds b: updated in place
+    for (const auto& [name, t] : b) b_memory[name] = t.storage()->data;
     clipped.step(b, scaled, 1e-2);
+    for (const auto& [name, t] : b) CHECK(t.storage()->data == b_memory[name]);
     for (const auto& [name, t] : a) {
       CAPTURE(name);
       CHECK(max(abs(t - b.at(name))).item<double>() == 0.0);
