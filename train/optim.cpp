@@ -189,7 +189,6 @@ double clip_scale(double norm, double max_norm) {
 }
 
 double clip_grad_norm(nn::Params& grads, double max_norm) {
-  check(max_norm > 0.0, "clip_grad_norm", "max_norm ", max_norm, " must be positive");
   const double norm = global_norm(grads);
   if (const double scale = clip_scale(norm, max_norm); scale != 1.0) {
     NoGrad no_grad;

@@ -1,9 +1,8 @@
 // The CPU backend's optimizer kernels (tensor/fused_ops.hpp; the ops in train/optim.hpp):
-//   adamw_update      one pass over a parameter, its gradient and its two moments, the element
-//                     math of tensor/adamw_element.hpp (shared with the CUDA kernel), in chunks
-//                     of kChunk elements run in parallel;
-//   adamw_update_all  the same over every parameter of a step in one parallel loop over all
-//                     their chunks, written in place where the job allows;
+//   adamw_update_all  one pass over every parameter of a step, its gradient and its two moments,
+//                     the element math of tensor/adamw_element.hpp (shared with the CUDA
+//                     kernel), in one parallel loop over chunks of kChunk elements of all of
+//                     them, written in place where the job allows; adamw_update is one job;
 //   squared_norm      sum(x^2) in f64, one pass: each chunk of kChunk elements of each tensor
 //                     summed over kLanes interleaved f64 lanes, the chunk sums then added in
 //                     order, tensor after tensor. Chunks depend only on the sizes: the same
@@ -60,19 +59,6 @@ double squares_f64(const S* x, int64_t n) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-template <class W>
-AdamWTensors adamw_typed(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                         const AdamWScalars<double>& s) {
-  const AdamWScalars<W> k = narrow<W>(s);
-  AdamWTensors out{Tensor::empty(p.shape(), p.dtype()), Tensor::empty(p.shape(), p.dtype()),
-                   Tensor::empty(p.shape(), p.dtype())};
-  const W *pp = p.data<W>(), *gp = g.data<W>(), *mp = m.data<W>(), *vp = v.data<W>();
-  W *po = out.p.data<W>(), *mo = out.m.data<W>(), *vo = out.v.data<W>();
-  parallel_for(p.numel(), kChunk,
-               [&](int64_t begin, int64_t end) { adamw_range(pp, gp, mp, vp, po, mo, vo, k, begin, end); });
-  return out;
-}
-
 // Where each job's chunks start in the run of all jobs' chunks (one more entry: the total).
 template <class Numel>
 std::vector<int64_t> chunk_starts(size_t count, Numel&& numel) {
@@ -90,7 +76,9 @@ size_t job_of(const std::vector<int64_t>& starts, int64_t c) {
 
 AdamWTensors CpuBackend::adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                                       const AdamWScalars<double>& s) {
-  return p.dtype() == DType::f64 ? adamw_typed<double>(p, g, m, v, s) : adamw_typed<float>(p, g, m, v, s);
+  std::vector<AdamWJob> job{{p, g, m, v, s, false}};
+  adamw_update_all(job);
+  return {job[0].p, job[0].m, job[0].v};
 }
 
 void CpuBackend::adamw_update_all(std::vector<AdamWJob>& jobs) {
