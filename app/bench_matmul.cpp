@@ -9,7 +9,9 @@
 // number on both sides: just after the pause, products of a training step's sizes (1-3 ms)
 // measured 1.3-3x slower than back to back, as a step runs them, and the first few calls of a
 // turn recover from it. --layouts also times products with a transposed operand, as a layer's
-// forward (x W^T: "nt") and its weight gradient (X^T G: "tn") run them.
+// forward (x W^T: "nt") and its weight gradient (X^T G: "tn") run them. --blis (a build that found
+// Debian's libblis-dev) takes turns with BLIS's bli_sgemm / bli_dgemm on the same operands, strides
+// and thread count, the same way: the other well-kept CPU GEMM a user could pick (README, "Benchmarks").
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -32,6 +34,10 @@
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "util/json.hpp"
+
+#ifdef COTAN_HAVE_BLIS
+#include <blis.h>
+#endif
 
 namespace cotan::app {
 namespace {
@@ -98,10 +104,12 @@ struct Result {
   std::string layout;
   double seconds;
   std::optional<double> torch_seconds;
+  std::optional<double> blis_seconds;
   double gflops() const { return 2.0 * double(size.m) * double(size.n) * double(size.k) / seconds / 1e9; }
   double torch_gflops() const {
     return 2.0 * double(size.m) * double(size.n) * double(size.k) / *torch_seconds / 1e9;
   }
+  double blis_gflops() const { return 2.0 * double(size.m) * double(size.n) * double(size.k) / *blis_seconds / 1e9; }
 };
 
 // The FMA peak of `dtype`'s products: fp64 vectors hold half the lanes of fp32 ones; bf16 is
@@ -132,6 +140,65 @@ double time_once(const Tensor& a, const Tensor& b) {
   return seconds_on(a.device(), [&] { Tensor c = backend(a.device()).matmul(a, b); });
 }
 
+// BLIS on `threads` threads: its version, the kernels it chose for this CPU, and one timed product.
+class Blis {
+ public:
+  explicit Blis(int threads) : threads_(threads) {
+#ifdef COTAN_HAVE_BLIS
+    bli_thread_set_num_threads(threads);
+#else
+    fail("bench", "--blis: this cotan was built without BLIS; install libblis-dev (apt-get install libblis-dev) and "
+                  "run ./build.sh again (meson finds it: -Dblis=auto)");
+#endif
+  }
+  std::string version() const {
+#ifdef COTAN_HAVE_BLIS
+    return bli_info_get_version_str();
+#else
+    return "";
+#endif
+  }
+  std::string arch() const {
+#ifdef COTAN_HAVE_BLIS
+    return bli_arch_string(bli_arch_query_id());
+#else
+    return "";
+#endif
+  }
+  std::string describe() const {
+    return "BLIS " + version() + " (kernels: " + arch() + "), " + std::to_string(threads_) + " threads";
+  }
+  std::string json_field() const {
+    return "\"blis\":{\"version\":\"" + version() + "\",\"arch\":\"" + arch() +
+           "\",\"threads\":" + std::to_string(threads_) + "}";
+  }
+  // BLIS multiplies f32 and f64 (bf16 has no BLIS product).
+  static bool handles(DType dtype) { return dtype == DType::f32 || dtype == DType::f64; }
+  // Seconds of one C = A B into `c` ([m, n], row-major), A and B read through their strides.
+  double time_once(const Tensor& a, const Tensor& b, const Tensor& c) const {
+    const auto start = std::chrono::steady_clock::now();
+#ifdef COTAN_HAVE_BLIS
+    const dim_t m = a.size(0), k = a.size(1), n = b.size(1);
+    const inc_t rsa = a.strides()[0], csa = a.strides()[1], rsb = b.strides()[0], csb = b.strides()[1];
+    if (a.dtype() == DType::f32) {
+      float one = 1, zero = 0;
+      bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<float*>(a.data<float>()), rsa, csa,
+                const_cast<float*>(b.data<float>()), rsb, csb, &zero, c.data<float>(), n, 1);
+    } else {
+      double one = 1, zero = 0;
+      bli_dgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &one, const_cast<double*>(a.data<double>()), rsa, csa,
+                const_cast<double*>(b.data<double>()), rsb, csb, &zero, c.data<double>(), n, 1);
+    }
+#else
+    (void)a, (void)b, (void)c;
+#endif
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+ private:
+  int threads_;
+};
+
 }  // namespace
 
 int bench_matmul(const Args& args) {
@@ -147,7 +214,9 @@ int bench_matmul(const Args& args) {
       ("repeat", po::value<int>()->default_value(10), "timed runs per product (the median is reported)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (cuda: cuBLAS)")
       ("tf32", "f32 products on TF32 tensor cores (cuBLAS; --device cuda)")
-      ("torch", "also time PyTorch (torch.matmul) in the same run, alternating call by call");
+      ("torch", "also time PyTorch (torch.matmul) in the same run, alternating call by call")
+      ("blis", "also time BLIS (bli_sgemm, bli_dgemm) in the same run, alternating call by call (a build "
+               "with libblis-dev installed)");
   add_torch_options(options);
   po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
@@ -167,6 +236,9 @@ int bench_matmul(const Args& args) {
   if (vm.count("torch") && !device.is_cpu())
     fail("bench", "--torch times PyTorch on the CPU; it compares with --device cpu only");
 
+  if (vm.count("blis") && !device.is_cpu()) fail("bench", "--blis times BLIS on the CPU; it compares with --device cpu only");
+  std::optional<Blis> blis;
+  if (vm.count("blis")) blis.emplace(threads);
   std::optional<TorchReference> torch;
   if (vm.count("torch")) torch.emplace(vm, threads);
   // The peak on the CPU only: a GPU's figures have other limits.
@@ -189,11 +261,17 @@ int bench_matmul(const Args& args) {
                   "about %.0f ms of untimed ones\n",
                   torch->describe().c_str(),
                   static_cast<long long>(kSettle.count()), kTurnWarmup * 1e3);
+    if (blis)
+      std::printf("%s; taking turns with cotan as PyTorch does; b.ratio: cotan GFLOP/s over BLIS's\n",
+                  blis->describe().c_str());
     std::printf("%6s %6s %6s  %-6s %-5s %10s %9s", "m", "n", "k", "layout", "dtype", "ms", "GFLOP/s");
     if (peak) std::printf(" %6s", "%peak");
     if (torch) std::printf(" %10s %11s", "torch ms", "torch GF/s");
     if (torch && peak) std::printf(" %6s", "%peak");
     if (torch) std::printf(" %7s", "ratio");
+    if (blis) std::printf(" %10s %10s", "blis ms", "blis GF/s");
+    if (blis && peak) std::printf(" %6s", "%peak");
+    if (blis) std::printf(" %7s", "b.ratio");
     std::printf("\n");
   }
   std::vector<Result> results;
@@ -210,19 +288,38 @@ int bench_matmul(const Args& args) {
         for (int i = 0; i < kWarmup; ++i) warm = std::min(warm, time_once(a, b));
         if (torch) torch_matmul(*torch, size, dtype, layout, kWarmup);
         const int turn_warmup = int(std::clamp(std::ceil(kTurnWarmup / warm), 1.0, 100.0));
-        std::vector<double> ours, theirs;
+        const bool with_blis = blis && Blis::handles(dtype);
+        const Tensor blis_out = with_blis ? Tensor::empty({size.m, size.n}, dtype) : Tensor();
+        if (with_blis)
+          for (int i = 0; i < kWarmup; ++i) blis->time_once(a, b, blis_out);
+        std::vector<double> ours, theirs, blis_times;
         for (int r = 0; r < repeat; ++r) {
-          if (torch) {
+          if (torch || with_blis) {
             std::this_thread::sleep_for(kSettle);
             for (int i = 0; i < turn_warmup; ++i) time_once(a, b);
           }
           ours.push_back(time_once(a, b));
+          if (with_blis) {
+            std::this_thread::sleep_for(kSettle);
+            for (int i = 0; i < turn_warmup; ++i) blis->time_once(a, b, blis_out);
+            blis_times.push_back(blis->time_once(a, b, blis_out));
+          }
           if (!torch) continue;
           std::this_thread::sleep_for(kSettle);
           theirs.push_back(torch_matmul(*torch, size, dtype, layout, turn_warmup + 1).back());
         }
-        Result result{size, dtype, layout, median(ours), std::nullopt};
+        Result result{size, dtype, layout, median(ours), std::nullopt, std::nullopt};
         if (torch) result.torch_seconds = median(theirs);
+        if (with_blis) {
+          result.blis_seconds = median(blis_times);
+          // The same product: a BLIS that computed something else would make the ratio meaningless.
+          const Tensor ours_out = backend(a.device()).matmul(a, b);
+          const double scale = max(abs(cast(blis_out, DType::f64))).item<double>();
+          const double diff = max(abs(cast(ours_out, DType::f64) - cast(blis_out, DType::f64))).item<double>();
+          const double tolerance = (dtype == DType::f32 ? 1e-4 : 1e-12) * std::max(scale, 1.0);
+          check(diff <= tolerance, "bench", "--blis: BLIS's product of ", size.m, "x", size.n, "x", size.k, " (",
+                layout, ") differs from cotan's by ", diff, " (largest |C| ", scale, ")");
+        }
         results.push_back(result);
         if (!json) {
           std::printf("%6lld %6lld %6lld  %-6s %-5s %10.3f %9.1f", static_cast<long long>(size.m),
@@ -232,6 +329,13 @@ int bench_matmul(const Args& args) {
           if (torch) std::printf(" %10.3f %11.1f", *result.torch_seconds * 1e3, result.torch_gflops());
           if (torch && peak) std::printf(" %5.1f%%", 100 * result.torch_gflops() / peak_of(*peak, dtype));
           if (torch) std::printf(" %7.2f", result.gflops() / result.torch_gflops());
+          if (blis && result.blis_seconds) {
+            std::printf(" %10.3f %10.1f", *result.blis_seconds * 1e3, result.blis_gflops());
+            if (peak) std::printf(" %5.1f%%", 100 * result.blis_gflops() / peak_of(*peak, dtype));
+            std::printf(" %7.2f", result.gflops() / result.blis_gflops());
+          } else if (blis) {
+            std::printf(" %10s %10s%s %7s", "-", "-", peak ? "      -" : "", "-");
+          }
           std::printf("\n");
           std::fflush(stdout);
         }
@@ -249,6 +353,7 @@ int bench_matmul(const Args& args) {
     else
       std::cout << ",\"fma_peak\":null";
     std::cout << "," << (torch ? torch->json_field() : "\"torch\":null");
+    std::cout << "," << (blis ? blis->json_field() : "\"blis\":null");
     std::cout << ",\"results\":[";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
@@ -261,6 +366,11 @@ int bench_matmul(const Args& args) {
                   << ",\"torch_gflops\":" << json_number(r.torch_gflops())
                   << (peak ? ",\"torch_fraction_of_peak\":" + json_number(r.torch_gflops() / peak_of(*peak, r.dtype)) : "")
                   << ",\"ratio\":" << json_number(r.gflops() / r.torch_gflops());
+      if (r.blis_seconds)
+        std::cout << ",\"blis_ms\":" << json_number(*r.blis_seconds * 1e3)
+                  << ",\"blis_gflops\":" << json_number(r.blis_gflops())
+                  << (peak ? ",\"blis_fraction_of_peak\":" + json_number(r.blis_gflops() / peak_of(*peak, r.dtype)) : "")
+                  << ",\"blis_ratio\":" << json_number(r.gflops() / r.blis_gflops());
       std::cout << "}";
     }
     std::cout << "]}\n";

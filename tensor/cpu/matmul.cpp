@@ -244,10 +244,12 @@ template <int64_t N, class F>
 // of the tile that lies inside C. a: a packed panel, kc x kMR; b: kc rows of NR, ldb apart (a
 // packed panel, zero-padded: ldb = NR; or B itself, whose row ends past `cols` are not read).
 // R <= kMR rows are computed: a small R keeps short row panels from paying for a full one. Each
-// element's sum is the same FMA chain whatever R, `cols` or ldb.
+// element's sum is the same FMA chain whatever R, `cols` or ldb. Never inlined: inlined into
+// packed_gemm's loops, GCC 12 kept the f64 accumulators on the stack (a store per FMA, a third of
+// the speed); on its own the function holds them in registers.
 template <class T, int64_t R>
-void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* c, int64_t ldc,
-                  int64_t rows, int64_t cols, bool first) {
+[[gnu::noinline]] void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* c,
+                                    int64_t ldc, int64_t rows, int64_t cols, bool first) {
   using S = Simd<T>;
   using V = typename S::V;
   constexpr int64_t W = S::kWidth, NR = kNR<T>;

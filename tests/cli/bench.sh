@@ -123,6 +123,19 @@ PY
     all(x["fraction_of_peak"] > 0 for x in r["results"]) and len(r["results"]) == 4'
   check_fallback "bench matmul --torch" "$COTAN" bench matmul --sizes 16 --dtypes f32 --repeat 1 --torch
 
+  # --blis: with a build that found BLIS, its side of every f32 and f64 product (none for bf16);
+  # without, one line saying how to get it.
+  if "$COTAN" bench matmul --blis --sizes 16,12x20x8 --dtypes f32,f64,bf16 --layouts nn,tn --repeat 1 --json \
+    > "$STDOUT" 2> "$STDERR"; then
+    check_json "bench matmul --blis" "$STDOUT" 'r["blis"]["version"] != "" and r["blis"]["threads"] >= 1 and
+      len(r["results"]) == 12 and
+      all((x.get("blis_fraction_of_peak", 0) > 0 and x.get("blis_ratio", 0) > 0) == (x["dtype"] != "bf16") for x in r["results"]) and
+      all(("blis_ms" in x) == (x["dtype"] != "bf16") for x in r["results"])'
+  else
+    grep -qx "cotan: \[bench\] --blis: this cotan was built without BLIS; install libblis-dev (apt-get install libblis-dev) and run ./build.sh again (meson finds it: -Dblis=auto)" "$STDERR" ||
+      fail "bench matmul --blis: $(cat "$STDERR")"
+  fi
+
   "$COTAN" bench attention --seq-len 8 --batch-size 1 --heads 2 --dim 4 --repeat 1 --json > "$STDOUT" 2> "$STDERR" ||
     fail "bench attention failed: $(cat "$STDERR")"
   check_json "bench attention" "$STDOUT" 'r["torch"] is None and r["config"]["threads"] >= 1'
