@@ -190,6 +190,8 @@ template <> struct Simd<double> {
 // in the 32 zmm registers.
 constexpr int64_t kMR = 14;
 constexpr bool kReadBInPlace = true;
+// Products this narrow read A's rows in place (see packed_gemm); not measured with AVX-512: none.
+constexpr int64_t kRowsAColumns = 0;
 #else
 template <> struct Simd<float> {
   using V = __m256;
@@ -225,6 +227,8 @@ template <> struct Simd<double> {
 // 6 rows of two registers: 12 accumulators in the 16 ymm registers.
 constexpr int64_t kMR = 6;
 constexpr bool kReadBInPlace = false;
+// Products with at most this many columns read A's rows in place (see packed_gemm).
+constexpr int64_t kRowsAColumns = 320;
 #endif
 
 // A micro-tile is MR rows of NR = 2 registers of columns.
@@ -241,15 +245,16 @@ template <int64_t N, class F>
 }
 
 // C[R x NR] = (first ? 0 : C) + sum over k < kc of a[k][i] * b[k][j], for the rows x cols corner
-// of the tile that lies inside C. a: a packed panel, kc x kMR; b: kc rows of NR, ldb apart (a
+// of the tile that lies inside C. a: a packed panel, kc x kMR, or with kRowsA A's own R rows,
+// lda apart (R = kMR: the caller passes only whole panels); b: kc rows of NR, ldb apart (a
 // packed panel, zero-padded: ldb = NR; or B itself, whose row ends past `cols` are not read).
 // R <= kMR rows are computed: a small R keeps short row panels from paying for a full one. Each
 // element's sum is the same FMA chain whatever R, `cols` or ldb. Never inlined: inlined into
 // packed_gemm's loops, GCC 12 kept the f64 accumulators on the stack (a store per FMA, a third of
 // the speed); on its own the function holds them in registers.
-template <class T, int64_t R>
+template <class T, int64_t R, bool kRowsA = false>
 [[gnu::noinline]] void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* c,
-                                    int64_t ldc, int64_t rows, int64_t cols, bool first) {
+                                    int64_t ldc, int64_t rows, int64_t cols, bool first, int64_t lda = 0) {
   using S = Simd<T>;
   using V = typename S::V;
   constexpr int64_t W = S::kWidth, NR = kNR<T>;
@@ -260,11 +265,13 @@ template <class T, int64_t R>
     }
   V acc[R][2];
   unroll<R>([&](auto i) { acc[i][0] = acc[i][1] = S::zero(); });
+  // A packed: kc steps of kMR; A's own rows (kRowsA): R rows lda apart, each read along K.
+  constexpr int64_t a_step = kRowsA ? 1 : kMR;
   auto sum = [&](auto load_b) {
-    for (int64_t p = 0; p < kc; ++p, a += kMR, b += ldb) {
+    for (int64_t p = 0; p < kc; ++p, a += a_step, b += ldb) {
       const V b0 = load_b(b, 0), b1 = load_b(b, 1);
       unroll<R>([&](auto i) {
-        const V ai = S::broadcast(a + i);
+        const V ai = S::broadcast(kRowsA ? a + i * lda : a + i);
         acc[i][0] = S::fma(ai, b0, acc[i][0]);
         acc[i][1] = S::fma(ai, b1, acc[i][1]);
       });
@@ -543,6 +550,12 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // into L2. (Sharing a whole A of several tiles measured 2x slower: each task then reads its
   // panels from L3, once per column panel.)
   const bool shared_a = row_tiles == 1;
+  // A row-major in the compute type, and few columns: the micro-kernel reads A's rows where they
+  // lie (MR streams along K) instead of a packed copy. Packing costs the same whatever N, while
+  // the products it feeds shrink with N: at N = 192 it was a tenth of a tile's time. On Zen 3
+  // (AVX2), the training step's products with N <= 320 ran 4-60% faster this way (geometric
+  // means of three runs, each against BLIS in the same run) and the whole KD step 8-12%; at N = 512 and above packed A was faster.
+  const bool rows_a = !shared_a && std::is_same_v<S, T> && a.col_stride == 1 && n <= kRowsAColumns;
   std::optional<Buffer<T>> whole_a;
   auto pack_a = [&](T* dst, int64_t i0, int64_t rows, int64_t p) {
     const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
@@ -604,18 +617,27 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       const int64_t mc = std::min(m, part_begin(row_panels, row_tiles, rt + 1) * MR) - i0;
       const int64_t j0 = part_begin(panels, col_tiles, ct) * NR;
       const int64_t j1 = std::min(nc, part_begin(panels, col_tiles, ct + 1) * NR);
+      // With rows_a, full panels read A's rows in place and only a last, short panel is packed.
+      const int64_t full_rows = rows_a ? mc / MR * MR : 0;
       std::optional<Buffer<T>> own_a;
-      if (!shared_a) own_a.emplace((mc + MR - 1) / MR * MR * std::min(k, KC));
+      if (!shared_a && full_rows < mc) own_a.emplace((mc - full_rows + MR - 1) / MR * MR * std::min(k, KC));
       for (int64_t p = 0; p < k_blocks; ++p) {
         const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
-        const T* chunk_a = shared_a ? whole_a->get() + k0 * row_panels * MR : own_a->get();
-        if (!shared_a) pack_a(own_a->get(), i0, mc, p);
+        const T* chunk_a = shared_a ? whole_a->get() + k0 * row_panels * MR : own_a ? own_a->get() : nullptr;
+        if (!shared_a && full_rows < mc) pack_a(own_a->get(), i0 + full_rows, mc - full_rows, p);
+        const T* rows_of_a = nullptr;
+        if constexpr (std::is_same_v<S, T>) rows_of_a = a.data + i0 * a.row_stride + k0;
         for (int64_t jr = j0; jr < j1; jr += NR) {
           const T* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr : packed_b->get() + k0 * panels * NR + jr * kc;
           const int64_t ldb = direct_b ? b.row_stride : NR;
-          for (int64_t ir = 0; ir < mc; ir += MR)
-            micro_kernel_rows<T>(kc, chunk_a + ir * kc, panel_b, ldb, c + (i0 + ir) * n + jc + jr, n,
-                                 std::min(MR, mc - ir), std::min(NR, j1 - jr), p == 0 && !accumulate);
+          const int64_t cols = std::min(NR, j1 - jr);
+          T* c_panel = c + i0 * n + jc + jr;
+          for (int64_t ir = 0; ir < full_rows; ir += MR)
+            micro_kernel<T, kMR, true>(kc, rows_of_a + ir * a.row_stride, panel_b, ldb, c_panel + ir * n, n, MR, cols,
+                                      p == 0 && !accumulate, a.row_stride);
+          for (int64_t ir = full_rows; ir < mc; ir += MR)
+            micro_kernel_rows<T>(kc, chunk_a + (ir - full_rows) * kc, panel_b, ldb, c_panel + ir * n, n,
+                                 std::min(MR, mc - ir), cols, p == 0 && !accumulate);
         }
       }
     };

@@ -251,6 +251,13 @@ TEST_CASE("matmul: transposed and strided operands across K chunks") {
   Tensor a_pad = random_storage<float>(m * 1111).as_strided({m, k}, {1111, 1}, 3);
   Tensor b_pad = random_storage<float>(k * 80).as_strided({k, n}, {80, 1}, 9);
   check_product<float>(a_pad, b_pad, cpu_backend().matmul(a_pad, b_pad), tolerance<float>);
+  // Narrow products read A's rows in place (AVX2: N <= 320) once A spans several row tiles: rows
+  // 1111 apart, a last short panel (301 rows) and K chunks.
+  Tensor a_rows = random_storage<float>(301 * 1111).as_strided({301, k}, {1111, 1}, 5);
+  check_product<float>(a_rows, b_pad, cpu_backend().matmul(a_rows, b_pad), tolerance<float>);
+  Tensor ad_rows = random_storage<double>(301 * 1111).as_strided({301, k}, {1111, 1}, 2);
+  Tensor bd_narrow = random_tensor<double>({k, 250});
+  check_product<double>(ad_rows, bd_narrow, cpu_backend().matmul(ad_rows, bd_narrow), tolerance<double>);
   Tensor a_step = random_storage<float>(m * 2 * k).as_strided({m, k}, {2 * k, 2}, 1);
   Tensor b_step = random_storage<double>(2 * k * n).as_strided({k, n}, {2 * n, 1}, 0);
   check_product<float>(a_step, b_pad, cpu_backend().matmul(a_step, b_pad), tolerance<float>);
@@ -300,6 +307,9 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       // Several K chunks (KC <= 1024), ragged rows and columns, B packed and read in place.
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 389})},
       {random_tensor<float>({517, 2100}), column_major<float>({2100, 389})},
+      // Narrow: A's rows read in place (AVX2), the last short panel packed.
+      {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 250})},
+      {random_tensor<float>({1027, 192}), column_major<float>({192, 320})},
       {column_major<double>({130, 2100}), random_tensor<double>({2100, 77})},
       // A weight gradient's X^T G: few rows, cut into finer row tiles on 2 threads than on 1.
       {column_major<float>({128, 1100}), random_tensor<float>({1100, 384})},
