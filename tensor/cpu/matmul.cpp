@@ -625,8 +625,9 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
         const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
         const T* chunk_a = shared_a ? whole_a->get() + k0 * row_panels * MR : own_a ? own_a->get() : nullptr;
         if (!shared_a && full_rows < mc) pack_a(own_a->get(), i0 + full_rows, mc - full_rows, p);
-        const T* rows_of_a = nullptr;
-        if constexpr (std::is_same_v<S, T>) rows_of_a = a.data + i0 * a.row_stride + k0;
+        const T* rows_of_a = nullptr;  // with rows_a: A's rows of this tile, from column k0
+        if constexpr (std::is_same_v<S, T>)
+          if (rows_a) rows_of_a = a.data + i0 * a.row_stride + k0;
         for (int64_t jr = j0; jr < j1; jr += NR) {
           const T* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr : packed_b->get() + k0 * panels * NR + jr * kc;
           const int64_t ldb = direct_b ? b.row_stride : NR;
