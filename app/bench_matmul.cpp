@@ -105,11 +105,10 @@ struct Result {
   double seconds;
   std::optional<double> torch_seconds;
   std::optional<double> blis_seconds;
-  double gflops() const { return 2.0 * double(size.m) * double(size.n) * double(size.k) / seconds / 1e9; }
-  double torch_gflops() const {
-    return 2.0 * double(size.m) * double(size.n) * double(size.k) / *torch_seconds / 1e9;
-  }
-  double blis_gflops() const { return 2.0 * double(size.m) * double(size.n) * double(size.k) / *blis_seconds / 1e9; }
+  double gflops_at(double s) const { return 2.0 * double(size.m) * double(size.n) * double(size.k) / s / 1e9; }
+  double gflops() const { return gflops_at(seconds); }
+  double torch_gflops() const { return gflops_at(*torch_seconds); }
+  double blis_gflops() const { return gflops_at(*blis_seconds); }
 };
 
 // The FMA peak of `dtype`'s products: fp64 vectors hold half the lanes of fp32 ones; bf16 is
@@ -146,30 +145,18 @@ class Blis {
   explicit Blis(int threads) : threads_(threads) {
 #ifdef COTAN_HAVE_BLIS
     bli_thread_set_num_threads(threads);
+    version_ = bli_info_get_version_str();
+    arch_ = bli_arch_string(bli_arch_query_id());
 #else
     fail("bench", "--blis: this cotan was built without BLIS; install libblis-dev (apt-get install libblis-dev) and "
                   "run ./build.sh again (meson finds it: -Dblis=auto)");
 #endif
   }
-  std::string version() const {
-#ifdef COTAN_HAVE_BLIS
-    return bli_info_get_version_str();
-#else
-    return "";
-#endif
-  }
-  std::string arch() const {
-#ifdef COTAN_HAVE_BLIS
-    return bli_arch_string(bli_arch_query_id());
-#else
-    return "";
-#endif
-  }
   std::string describe() const {
-    return "BLIS " + version() + " (kernels: " + arch() + "), " + std::to_string(threads_) + " threads";
+    return "BLIS " + version_ + " (kernels: " + arch_ + "), " + std::to_string(threads_) + " threads";
   }
   std::string json_field() const {
-    return "\"blis\":{\"version\":\"" + version() + "\",\"arch\":\"" + arch() +
+    return "\"blis\":{\"version\":\"" + version_ + "\",\"arch\":\"" + arch_ +
            "\",\"threads\":" + std::to_string(threads_) + "}";
   }
   // BLIS multiplies f32 and f64 (bf16 has no BLIS product).
@@ -197,6 +184,7 @@ class Blis {
 
  private:
   int threads_;
+  std::string version_, arch_;  // bli_info_get_version_str(), and the kernels chosen for this CPU
 };
 
 }  // namespace

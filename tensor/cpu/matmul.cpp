@@ -554,7 +554,8 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // lie (MR streams along K) instead of a packed copy. Packing costs the same whatever N, while
   // the products it feeds shrink with N: at N = 192 it was a tenth of a tile's time. On Zen 3
   // (AVX2), the training step's products with N <= 320 ran 4-60% faster this way (geometric
-  // means of three runs, each against BLIS in the same run) and the whole KD step 8-12%; at N = 512 and above packed A was faster.
+  // means of three runs, each against BLIS in the same run) and the whole KD step 8-12%; at
+  // N = 512 and above packed A was faster.
   const bool rows_a = !shared_a && std::is_same_v<S, T> && a.col_stride == 1 && n <= kRowsAColumns;
   std::optional<Buffer<T>> whole_a;
   auto pack_a = [&](T* dst, int64_t i0, int64_t rows, int64_t p) {
