@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <vector>
 
@@ -103,6 +105,28 @@ FmaPeak measure_fma_peak(int threads) {
   volatile float keep = results[0];
   (void)keep;
   return {kIsa, kLanes, threads, best};
+}
+
+std::string host_capacity_notes(const FmaPeak& one_thread, const FmaPeak& before, const FmaPeak& after) {
+  std::string notes;
+  char line[320];
+  const double scaling = before.gflops / one_thread.gflops;
+  if (before.threads > 1 && scaling < 0.85 * before.threads) {
+    std::snprintf(line, sizeof line,
+                  "note: %d threads reached %.2f times one thread's FMA peak, not %d: they share cores (SMT "
+                  "siblings, or another tenant on them), which bounds every %d-thread figure\n",
+                  before.threads, scaling, before.threads, before.threads);
+    notes += line;
+  }
+  const double moved = std::abs(after.gflops - before.gflops) / std::max(after.gflops, before.gflops);
+  if (moved > 0.1) {
+    std::snprintf(line, sizeof line,
+                  "note: the FMA peak moved by %.0f%% during the run: the host's capacity changed, and each "
+                  "%%peak above is uncertain by as much\n",
+                  100 * moved);
+    notes += line;
+  }
+  return notes;
 }
 
 }  // namespace cotan::app

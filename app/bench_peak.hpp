@@ -26,4 +26,10 @@ struct FmaPeak {
 // 20 rounds. Takes a few tenths of a second.
 FmaPeak measure_fma_peak(int threads);
 
+// What the peaks measured around a run say of the host, as lines to print (empty when nothing):
+// `threads` threads that get much less than `threads` times one thread's peak share cores (SMT
+// siblings, or another tenant on them), and a peak that moved between `before` and `after` means
+// the host's capacity changed during the run, so each %peak is uncertain by as much.
+std::string host_capacity_notes(const FmaPeak& one_thread, const FmaPeak& before, const FmaPeak& after);
+
 }  // namespace cotan::app
