@@ -7,8 +7,11 @@
 // so both see the same machine load, and the ratio of their medians is printed (> 1: cotan
 // faster). Each turn makes untimed calls for about kTurnWarmup before the timed one, the same
 // number on both sides: just after the pause, products of a training step's sizes (1-3 ms)
-// measured 1.3-3x slower than back to back, as a step runs them, and the first few calls of a
-// turn recover from it. --layouts also times products with a transposed operand, as a layer's
+// measured 1.3-3x slower than back to back, as a step runs them, and the calls of a turn recover
+// from it. About 10 ms of them was not enough on a 2-vCPU Zen 3: the first call after the pause
+// took 2x, the tenth still 1.1x, and the timed one, after a turn of PyTorch or BLIS, 1.4-1.7x
+// (cotan's 384x128x1024 and 1024x320x192 products at 0.55-0.73 of MKL's speed, at 0.92-1.15
+// after about 50 ms, as back to back). --layouts also times products with a transposed operand, as a layer's
 // forward (x W^T: "nt") and its weight gradient (X^T G: "tn") run them. --blis (a build that found
 // Debian's libblis-dev) takes turns with BLIS's bli_sgemm / bli_dgemm on the same operands, strides
 // and thread count, the same way: the other well-kept CPU GEMM a user could pick (README, "Benchmarks").
@@ -45,7 +48,7 @@ namespace {
 
 
 constexpr int kWarmup = 2;
-constexpr double kTurnWarmup = 0.010;  // seconds
+constexpr double kTurnWarmup = 0.050;  // seconds
 
 struct Size {
   int64_t m, n, k;
@@ -275,7 +278,7 @@ int bench_matmul(const Args& args) {
         double warm = 1e30;
         for (int i = 0; i < kWarmup; ++i) warm = std::min(warm, time_once(a, b));
         if (torch) torch_matmul(*torch, size, dtype, layout, kWarmup);
-        const int turn_warmup = int(std::clamp(std::ceil(kTurnWarmup / warm), 1.0, 100.0));
+        const int turn_warmup = int(std::clamp(std::ceil(kTurnWarmup / warm), 1.0, 1000.0));
         const bool with_blis = blis && Blis::handles(dtype);
         const Tensor blis_out = with_blis ? Tensor::empty({size.m, size.n}, dtype) : Tensor();
         if (with_blis)
