@@ -11,10 +11,11 @@
 // from it. About 10 ms of them was not enough on a 2-vCPU Zen 3: the first call after the pause
 // took 2x, the tenth still 1.1x, and the timed one, after a turn of PyTorch or BLIS, 1.4-1.7x
 // (cotan's 384x128x1024 and 1024x320x192 products at 0.55-0.73 of MKL's speed, at 0.92-1.15
-// after about 50 ms, as back to back). --layouts also times products with a transposed operand, as a layer's
-// forward (x W^T: "nt") and its weight gradient (X^T G: "tn") run them. --blis (a build that found
-// Debian's libblis-dev) takes turns with BLIS's bli_sgemm / bli_dgemm on the same operands, strides
-// and thread count, the same way: the other well-kept CPU GEMM a user could pick (README, "Benchmarks").
+// after about 50 ms, as back to back). --layouts also times products with a transposed operand,
+// as a layer's forward (x W^T: "nt") and its weight gradient (X^T G: "tn") run them. --blis (a
+// build that found Debian's libblis-dev) takes turns with BLIS's bli_sgemm / bli_dgemm on the same
+// operands, strides and thread count, the same way: the other well-kept CPU GEMM a user could pick
+// (README, "Benchmarks").
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -335,8 +336,8 @@ int bench_matmul(const Args& args) {
   }
 
   // The peak again, after the products: on a shared host the capacity can change during a run
-  // (two concurrent FMA loops on this project's 2-vCPU machines have measured 47 GFLOP/s each
-  // in one minute and 91 in the next), and a %peak is only as good as the peak it divides by.
+  // (on a 2-vCPU cloud machine, two concurrent FMA loops measured 47 GFLOP/s each one minute and
+  // 91 the next), and a %peak is only as good as the peak it divides by.
   std::optional<FmaPeak> peak_end;
   if (peak) peak_end = measure_fma_peak(threads);
   const std::string peak_notes = peak ? host_capacity_notes(*peak_1, *peak, *peak_end) : "";
