@@ -340,11 +340,10 @@ int bench_matmul(const Args& args) {
   // 91 the next), and a %peak is only as good as the peak it divides by.
   std::optional<FmaPeak> peak_end;
   if (peak) peak_end = measure_fma_peak(threads);
-  const std::string peak_notes = peak ? host_capacity_notes(*peak_1, *peak, *peak_end) : "";
   if (!json && peak) {
     std::printf("fp32 FMA peak again after the products: %.1f GFLOP/s on %d thread%s (before: %.1f)\n",
                 peak_end->gflops, threads, threads == 1 ? "" : "s", peak->gflops);
-    if (!peak_notes.empty()) std::printf("%s", peak_notes.c_str());
+    std::printf("%s", host_capacity_notes(*peak_1, *peak, *peak_end).c_str());
   }
 
   if (json) {

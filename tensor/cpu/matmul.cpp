@@ -634,9 +634,10 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
           const int64_t ldb = direct_b ? b.row_stride : NR;
           const int64_t cols = std::min(NR, j1 - jr);
           T* c_panel = c + i0 * n + jc + jr;
-          for (int64_t ir = 0; ir < full_rows; ir += MR)
-            micro_kernel<T, kMR, true>(kc, rows_of_a + ir * a.row_stride, panel_b, ldb, c_panel + ir * n, n, MR, cols,
-                                      p == 0 && !accumulate, a.row_stride);
+          if constexpr (kRowsAColumns > 0)  // the in-place kernel exists only where it is used
+            for (int64_t ir = 0; ir < full_rows; ir += MR)
+              micro_kernel<T, kMR, true>(kc, rows_of_a + ir * a.row_stride, panel_b, ldb, c_panel + ir * n, n, MR,
+                                        cols, p == 0 && !accumulate, a.row_stride);
           for (int64_t ir = full_rows; ir < mc; ir += MR)
             micro_kernel_rows<T>(kc, chunk_a + (ir - full_rows) * kc, panel_b, ldb, c_panel + ir * n, n,
                                  std::min(MR, mc - ir), cols, p == 0 && !accumulate);
