@@ -172,7 +172,9 @@ void swiglu_forward_typed(const T* gp, const T* up, T* yp, int64_t n) {
       // The composed silu(g) * u: silu rounded to C, then the product.
       Eigen::Map<Array<C>>(yp + i0, len) = g * (C(1) + (-g).exp()).inverse() * u;
     } else {
-      Array<C> silu = g * (C(1) + (-g).exp()).inverse();
+      alignas(64) C silu_tile[kTile];  // on the stack: an Array here was a malloc per tile
+      Eigen::Map<Array<C>> silu(silu_tile, len);
+      silu = g * (C(1) + (-g).exp()).inverse();
       for (int64_t i = 0; i < len; ++i) yp[i0 + i] = convert<T>(round_to<T>(silu[i]) * u[i]);
     }
   });
@@ -183,7 +185,8 @@ void swiglu_backward_typed(const T* dyp, const T* gp, const T* up, T* dgp, T* du
   using C = compute_t<T>;
   for_tiles(n, [&](int64_t i0, int64_t len) {
     thread_local std::vector<C> dy_buffer, g_buffer, u_buffer;
-    thread_local Array<C> s, dg;
+    alignas(64) C s_tile[kTile], dg_tile[kTile];
+    Eigen::Map<Array<C>> s(s_tile, len), dg(dg_tile, len);
     Eigen::Map<const Array<C>> dy(in_compute(dyp + i0, len, dy_buffer), len);
     Eigen::Map<const Array<C>> g(in_compute(gp + i0, len, g_buffer), len), u(in_compute(up + i0, len, u_buffer), len);
     s = (C(1) + (-g).exp()).inverse();  // sigmoid(g)
@@ -236,6 +239,28 @@ struct RowWalk {
   }
 };
 
+// One row of RoPE: y1 = x1 c1 - x2 s1, y2 = x2 c2 + x1 s2 over the halves (backward: the
+// transpose of the rotation). Its own function so that the pointers are known not to overlap:
+// GCC then vectorizes the loop, bf16 conversions included (inlined into rope_typed's walk it
+// stayed scalar: in bf16 3x slower, 5% of a KD step).
+template <class T, bool kBackward>
+void rope_row(const T* __restrict x, const T* __restrict c, const T* __restrict s, T* __restrict y, int64_t half) {
+  using C = compute_t<T>;
+  for (int64_t i = 0; i < half; ++i) {
+    const C x1 = convert<C>(x[i]), x2 = convert<C>(x[i + half]);
+    const C c1 = convert<C>(c[i]), c2 = convert<C>(c[i + half]);
+    const C s1 = convert<C>(s[i]), s2 = convert<C>(s[i + half]);
+    if constexpr (kBackward) {
+      // The transpose of the rotation: x1 feeds y1 through c1 and y2 through s2.
+      y[i] = convert<T>(x1 * c1 + x2 * s2);
+      y[i + half] = convert<T>(x2 * c2 - x1 * s1);
+    } else {
+      y[i] = convert<T>(round_to<T>(x1 * c1) - round_to<T>(x2 * s1));
+      y[i + half] = convert<T>(round_to<T>(x2 * c2) + round_to<T>(x1 * s2));
+    }
+  }
+}
+
 template <class T, bool kBackward>
 void rope_typed(const Tensor& a, const Tensor& cos, const Tensor& sin, const Tensor& out) {
   const int64_t d = a.size(-1), half = d / 2, rows = a.numel() / std::max<int64_t>(d, 1);
@@ -256,19 +281,7 @@ void rope_typed(const Tensor& a, const Tensor& cos, const Tensor& sin, const Ten
       }
       const T *x = ap + walk.at[0], *c = cp + walk.at[1], *s = sp + walk.at[2];
       T* y = yp + r * d;
-      for (int64_t i = 0; i < half; ++i) {
-        const auto x1 = convert<compute_t<T>>(x[i]), x2 = convert<compute_t<T>>(x[i + half]);
-        const auto c1 = convert<compute_t<T>>(c[i]), c2 = convert<compute_t<T>>(c[i + half]);
-        const auto s1 = convert<compute_t<T>>(s[i]), s2 = convert<compute_t<T>>(s[i + half]);
-        if constexpr (kBackward) {
-          // The transpose of the rotation: x1 feeds y1 through c1 and y2 through s2.
-          y[i] = convert<T>(x1 * c1 + x2 * s2);
-          y[i + half] = convert<T>(x2 * c2 - x1 * s1);
-        } else {
-          y[i] = convert<T>(round_to<T>(x1 * c1) - round_to<T>(x2 * s1));
-          y[i + half] = convert<T>(round_to<T>(x2 * c2) + round_to<T>(x1 * s2));
-        }
-      }
+      rope_row<T, kBackward>(x, c, s, y, half);
     }
   });
 }
