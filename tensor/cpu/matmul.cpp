@@ -396,7 +396,7 @@ void micro_kernel_rows(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, in
 // others (the padding of a last, short panel), a square of W lines x W elements at a time
 // through transpose_square (W the f32 lanes of a register; bf16 is widened as it is loaded). The
 // scalar copy reads P streams element by element: about 0.6 ns an element on Zen 4, against
-// 0.25; in bf16 on Zen 3 the scalar packing was 8% of a KD step.
+// 0.25 (bf16 on Zen 3: the GEMM's packing fell from 8.0% of a KD step's time to 6.4%).
 template <int64_t P, class S>
 void pack_lines_transposed(float* __restrict dst, const S* src, int64_t line_stride, int64_t kc, int64_t lines) {
   using F = Simd<float>;
