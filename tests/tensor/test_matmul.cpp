@@ -292,6 +292,62 @@ TEST_CASE("matmul: empty sums and empty outputs") {
         Shape{0, 4, 3});
 }
 
+// bf16 x bf16 sums that f32 holds exactly (c = x + y s), rounded once to bf16: ties to even,
+// overflow to infinity, infinities and NaN through. The reference rounds in double with
+// nearbyint, independently of the bf16 type's bit arithmetic the kernel uses.
+namespace {
+double bf16_rounded(double v) {
+  if (std::isnan(v) || std::isinf(v) || v == 0) return v;
+  const double ulp = std::ldexp(1.0, std::ilogb(v) - 7);  // 8 significant bits
+  const double r = std::nearbyint(v / ulp) * ulp;          // the default mode: half to even
+  return std::abs(r) > 3.3895313892515355e38 ? std::copysign(INFINITY, v) : r;
+}
+}  // namespace
+
+TEST_CASE("matmul: bf16 outputs round each f32 sum to nearest even, with infinities and NaN") {
+  const double tie = std::ldexp(1.0, -8);
+  const double xs[] = {1.0, 1.0 + 2 * tie, -1.0 - 2 * tie, 3.0, 0.5, INFINITY, NAN, 3.3e38, -3.3e38, 1.5};
+  const double ss[] = {1.0, 3.0, 0.0, -1.0, 5.0, 7.0, -3.0};
+  const double ys[] = {tie, 3.0 * tie, std::ldexp(3.0, 120), 0.25 * tie};
+  // Rows of A: (x, y); columns of B: (1, s). 37 columns: two full registers and a part, on
+  // AVX2 and AVX-512 alike; 23 rows: full and short row panels.
+  const int64_t m = 23, n = 37;
+  Tensor a = Tensor::empty({m, 2}, DType::bf16);
+  for (int64_t i = 0; i < m; ++i) {
+    a.data<bf16>()[2 * i] = bf16(float(xs[i % 10]));
+    a.data<bf16>()[2 * i + 1] = bf16(float(ys[i % 4]));
+  }
+  for (bool transposed : {false, true}) {  // B row-major, or the transpose of a row-major [n, 2]
+    CAPTURE(transposed);
+    Tensor storage = Tensor::empty({2 * n}, DType::bf16);
+    const Tensor b = storage.as_strided({2, n}, transposed ? Strides{1, 2} : Strides{n, 1}, 0);
+    for (int64_t j = 0; j < n; ++j) {
+      storage.data<bf16>()[transposed ? 2 * j : j] = bf16(1.0f);
+      storage.data<bf16>()[transposed ? 2 * j + 1 : n + j] = bf16(float(ss[j % 7]));
+    }
+    const Tensor out = cpu_backend().matmul(a, b);
+    int64_t ties = 0, infinite = 0;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        const double x = double(float(a.data<bf16>()[2 * i])), y = double(float(a.data<bf16>()[2 * i + 1]));
+        const double sum = double(float(x + y * ss[j % 7]));  // exact in f32 for these values, or inf
+        const double got = double(float(out.data<bf16>()[i * n + j])), want = bf16_rounded(sum);
+        CAPTURE(i);
+        CAPTURE(j);
+        CAPTURE(sum);
+        if (std::isnan(want)) CHECK(std::isnan(got));
+        else CHECK(got == want);
+        if (std::isfinite(sum) && sum != 0) {  // exactly halfway between two bf16 values
+          const double q = sum / std::ldexp(1.0, std::ilogb(sum) - 7);
+          ties += q - std::floor(q) == 0.5;
+        }
+        infinite += std::isinf(got);
+      }
+    CHECK(ties > 0);  // the cases reach ties and overflow
+    CHECK(infinite > 0);
+  }
+}
+
 TEST_CASE("matmul: the same bits with 1 and 2 threads") {
   auto with_threads = [](size_t threads, const Tensor& a, const Tensor& b) {
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
@@ -303,6 +359,8 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       {random_tensor<float>({64, 33, 65}), random_tensor<float>({64, 65, 17})},
       {random_tensor<double>({300, 600}), column_major<double>({600, 250})},
       {random_tensor<bf16>({2, 260, 530}), random_tensor<bf16>({2, 530, 140})},
+      // bf16 with K in one chunk and B transposed.
+      {random_tensor<bf16>({2, 260, 300}), column_major<bf16>({2, 300, 140})},
       {random_tensor<float>({9, 2000}), random_tensor<float>({2000, 700})},
       // Several K chunks (KC <= 1024), ragged rows and columns, B packed and read in place.
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 389})},
