@@ -2,14 +2,15 @@
 //
 // Two GEMMs, chosen at compile time:
 //   - with AVX-512, or AVX2 and FMA, a packed GEMM in the GotoBLAS/BLIS style: A is packed into
-//     panels of MR rows, B into panels of NR columns (shared by all threads) unless it is
-//     row-major, when the micro-kernel reads it in place; a register-blocked MR x NR micro-kernel
+//     panels of MR rows, B into panels of NR columns (shared by all threads) unless, with
+//     AVX-512, it is row-major and small, when the micro-kernel reads it in place; a register-blocked MR x NR micro-kernel
 //     runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2: 6 x 16, 6 x 8).
 //     Packing reads any strides and converts bf16 to f32, so no operand is ever copied whole;
 //     an operand whose packed lines are contiguous in memory (A row-major, B transposed, as in
 //     x W^T) is packed through register transposes (16 x 16 zmm, 8 x 8 ymm).
 //     On Zen 4 (one zmm FMA a cycle) it reaches 80-90% of the FMA peak at 512-4096 squares and
-//     at a training step's products, on 1 and 2 threads.
+//     at a training step's products, on 1 and 2 threads; on a Xeon with two zmm FMA ports,
+//     82-86% at squares (docs/architecture.md has the figures).
 //   - otherwise Eigen's GEMM over fixed blocks of output rows; operands are mapped row- or
 //     column-major through their strides, and copied only when they are neither.
 //
@@ -194,6 +195,12 @@ template <> struct Simd<double> {
 // in the 32 zmm registers.
 constexpr int64_t kMR = 14;
 constexpr bool kReadBInPlace = true;
+// The micro-kernel fetches packed A and B this many K steps ahead (2 KiB of B). On a 2-core Xeon
+// with two zmm FMA ports (Sapphire Rapids class, 2 MiB L2) the 14 x 32 kernel ran at 80% of the
+// FMA peak without it and 85-86% with it (1024^3 on 1 thread: 199 -> 215 GFLOP/s; 2 threads:
+// 390 -> 420); 8 steps measured the same, 4 less. The hardware prefetcher alone falls behind a
+// kernel that consumes 184 bytes every 14 cycles.
+constexpr int64_t kPrefetchSteps = 16;
 // Products this narrow read A's rows in place (see packed_gemm); not measured with AVX-512: none.
 constexpr int64_t kRowsAColumns = 0;
 #else
@@ -235,6 +242,7 @@ template <> struct Simd<double> {
 // 6 rows of two registers: 12 accumulators in the 16 ymm registers.
 constexpr int64_t kMR = 6;
 constexpr bool kReadBInPlace = false;
+constexpr int64_t kPrefetchSteps = 0;  // not measured on the AVX2 hosts (Zen 3): left to the hardware
 // Products with at most this many columns read A's rows in place (see packed_gemm).
 constexpr int64_t kRowsAColumns = 320;
 #endif
@@ -285,8 +293,14 @@ template <class T, int64_t R, bool kRowsA = false>
       });
     }
   };
-  if (ldb == NR) {
-    sum([](const T* p, int64_t j) { return S::load(p + j * W); });
+  if (ldb == NR) {  // packed B: kc rows of NR, one after the other
+    sum([&](const T* p, int64_t j) {
+      if constexpr (kPrefetchSteps > 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchSteps * NR + j * W), _MM_HINT_T0);
+        if (!kRowsA && j == 0) _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * kMR), _MM_HINT_T0);
+      }
+      return S::load(p + j * W);
+    });
   } else if (cols == NR) {  // B unpacked: its rows are ldb apart, in as many pages; fetch the next panel's
     sum([](const T* p, int64_t j) {
       _mm_prefetch(reinterpret_cast<const char*>(p + NR + j * W), _MM_HINT_T0);
@@ -513,9 +527,10 @@ CacheSizes read_cache_sizes() {
 // takes 1/16 of L2 (KC = 512 with 1 MiB of L2, measured best on Zen 4 against 128 to 768: a
 // longer sum per tile spreads the load and store of C over more FMAs; the panel is read from L2
 // at 2 loads per 2 * MR FMAs). MC rows of packed A (MC x KC) take half of L2; packed B for one
-// column block (K x nc) is kept under half of L3, and each column block repacks A.
+// column block (K x nc) is kept under half of L3, and each column block repacks A. B is read in
+// place (kReadBInPlace) only when a K chunk of it (kc x N) fits in half of L2.
 struct Blocking {
-  int64_t kc, mc, packed_b_bytes;
+  int64_t kc, mc, packed_b_bytes, direct_b_bytes;
 };
 template <class T>
 const Blocking& blocking() {
@@ -523,7 +538,7 @@ const Blocking& blocking() {
     const CacheSizes caches = read_cache_sizes();
     const int64_t kc = std::clamp<int64_t>(caches.l2 / 16 / (kNR<T> * int64_t(sizeof(T))) / 64 * 64, 256, 1024);
     const int64_t mc = std::max<int64_t>(kMR, caches.l2 / 2 / (kc * int64_t(sizeof(T))) / kMR * kMR);
-    return Blocking{kc, mc, caches.l3 / 2};
+    return Blocking{kc, mc, caches.l3 / 2, caches.l2 / 2};
   }();
   return fixed;
 }
@@ -587,12 +602,16 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
     if (split) parallel_for(k_blocks * runs, 1, pack_runs);
     else pack_runs(0, k_blocks * runs);
   }
-  // B row-major in the compute type, with AVX-512: the micro-kernel reads B where it lies, kc
-  // rows of NR, which measured as fast as packed panels even with many row panels (its rows come
-  // from L2 or L3 at 2 loads per 28 FMAs), and saves the copy: several % of the time of a step's
-  // products, all of it when M is small and each element of B is used by one or two panels. The
-  // AVX2 kernel wants a row every 6 cycles and slows to a third unpacked at 4096 squares.
-  const bool direct_b = kReadBInPlace && std::is_same_v<S, T> && b.col_stride == 1;
+  // B row-major in the compute type, with AVX-512, and a K chunk of it (kc x N) in half of L2: the
+  // micro-kernel reads B where it lies, kc rows of NR, and saves the copy and the wait for it. On
+  // a 2-core Xeon (2 MiB L2) that made the step's products 3-25% faster on 2 threads (256x257x192
+  // nn: 264 -> 335 GFLOP/s). A larger B must be packed: its rows, N floats apart, compete for few
+  // cache sets (N = 1024: 4 KiB apart, all in 32 of L2's 2048 sets) and come from L3 each time;
+  // unpacked, 1024^3 ran at 170 GFLOP/s instead of 390, 2048x512x2048 at 179 instead of 421,
+  // 1000^3 at 350 instead of 409. The AVX2 kernel always packs: it wants a row every 6 cycles and
+  // slowed to a third unpacked at 4096 squares.
+  const bool direct_b = kReadBInPlace && std::is_same_v<S, T> && b.col_stride == 1 &&
+                        std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes;
   const T* b_direct = nullptr;
   if constexpr (std::is_same_v<S, T>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.

@@ -364,6 +364,8 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       {random_tensor<float>({9, 2000}), random_tensor<float>({2000, 700})},
       // Several K chunks (KC <= 1024), ragged rows and columns, B packed and read in place.
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 389})},
+      // Row-major B too large to read in place (rows 4 KiB apart): packed with AVX-512 too.
+      {random_tensor<float>({300, 1100}), random_tensor<float>({1100, 1024})},
       {random_tensor<float>({517, 2100}), column_major<float>({2100, 389})},
       // Narrow: A's rows read in place (AVX2), the last short panel packed.
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 250})},
