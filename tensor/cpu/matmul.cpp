@@ -449,24 +449,22 @@ void pack_panels(T* __restrict dst, const S* src, int64_t line_stride, int64_t s
           for (int64_t i = 0; i < P; ++i) last[k * P + i] = i < rest ? T(row[full * P + i]) : T(0);
       }
     } else {
-      // A column-major (the X^T of a weight gradient): G panels at a time, down all kc rows, so
-      // each row's run spans a cache line and only G panels are written at once. Row by row, a
-      // run shorter than a line would be stored into every panel of the block, kc * P * 4 bytes
-      // apart: a multiple of 4 KiB when kc is, all in one set of L1, and 3-4x slower.
-      constexpr int64_t G = (64 / int64_t(sizeof(T)) + P - 1) / P;
-      int64_t q = 0;
-      for (; q + G <= full; q += G) {
-        const S* col = src + q * P;
-        T* d = dst + q * kc * P;
-        for (int64_t k = 0; k < kc; ++k, col += step, d += P)
-          for (int64_t g = 0; g < G; ++g)
-            for (int64_t i = 0; i < P; ++i) d[g * kc * P + i] = T(col[g * P + i]);
-      }
-      for (; q < full; ++q) {
-        const S* col = src + q * P;
-        T* d = dst + q * kc * P;
-        for (int64_t k = 0; k < kc; ++k, col += step, d += P)
-          for (int64_t i = 0; i < P; ++i) d[i] = T(col[i]);
+      // A column-major (the X^T of a weight gradient): blocks of kRows rows of K across all full
+      // panels, panel by panel, so that each panel receives a contiguous run of kRows * P and the
+      // kRows rows being read stay in L1. Row by row, a run shorter than a line would be stored
+      // into every panel, kc * P * 4 bytes apart: a multiple of 4 KiB when kc is, all in one set
+      // of L1, and 3-4x slower. Down all kc rows a few panels at a time (the layout before), each
+      // pass touched kc rows lda apart, a page each once lda is 4 KiB or more: at 4096^3 tn on
+      // AVX-512 (2 threads) 349 GFLOP/s, against 383 with blocks of 16 rows (8 rows: 376).
+      constexpr int64_t kRows = 16;
+      for (int64_t k0 = 0; k0 < kc; k0 += kRows) {
+        const int64_t k1 = std::min(kc, k0 + kRows);
+        for (int64_t q = 0; q < full; ++q) {
+          const S* col = src + q * P;
+          T* d = dst + q * kc * P;
+          for (int64_t k = k0; k < k1; ++k)
+            for (int64_t i = 0; i < P; ++i) d[k * P + i] = T(col[k * step + i]);
+        }
       }
       if (rest)
         for (int64_t k = 0; k < kc; ++k)
