@@ -12,7 +12,11 @@
 // same work. torch.compile compiles on its first step: --torch-compile-warmup untimed compiled
 // steps (3 by default) warm its cache before any is timed. After warm-up, cotan, eager PyTorch
 // and compiled PyTorch take turns in blocks of --block steps, with a settling pause (kSettle)
-// before each turn; each reports the median step time, and the ratios are cotan tokens/s over
+// before each turn; each turn starts with --turn-warmup untimed steps (1 by default), so that
+// every timed step follows a step of its own side, back to back as a training loop runs them.
+// Timing a turn's first step instead measures a cold start after the other side's step: on a
+// 2-core Xeon cotan's steps then took 36-50 ms against 29-31 ms back to back, compiled PyTorch's
+// 33-34 against 30. Each side reports the median step time, and the ratios are cotan tokens/s over
 // PyTorch's. The median CPU time of a step (the process's, all threads) is printed next to it:
 // where the machine has more runnable threads than cores, wall time is mostly time spent
 // waiting for one.
@@ -110,7 +114,10 @@ int bench_train(const Args& args) {
       ("seq-len", po::value<int64_t>()->default_value(128), "tokens per sequence")
       ("steps", po::value<int>()->default_value(10), "timed steps of each side (the median is reported)")
       ("warmup", po::value<int>()->default_value(2), "untimed steps of each side first")
-      ("block", po::value<int>()->default_value(1), "steps per turn when cotan and PyTorch alternate")
+      ("block", po::value<int>()->default_value(1), "timed steps per turn when cotan and PyTorch alternate")
+      ("turn-warmup", po::value<int>()->default_value(1),
+       "untimed steps at the start of each turn, so that timed steps run back to back (0: time each turn's "
+       "first step, a cold start after the other side's turn)")
       ("attention", po::value<std::string>()->default_value("affine"), kind_help.c_str())
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (PyTorch: CPU only)")
       ("dtype", po::value<std::string>()->default_value("f32"), "compute dtype: f32 or bf16 (f32 master weights)")
@@ -131,10 +138,11 @@ int bench_train(const Args& args) {
     return 0;
   }
   check_integers(vm, {{"batch-size", 1, 1 << 16}, {"seq-len", 1, 1 << 20}, {"steps", 1, 100000},
-                      {"warmup", 0, 100000}, {"block", 1, 100000}, {"torch-compile-warmup", 1, 1000}});
+                      {"warmup", 0, 100000}, {"block", 1, 100000}, {"turn-warmup", 0, 1000}, {"torch-compile-warmup", 1, 1000}});
   const bool json = vm.count("json") > 0;
   const int64_t batch = vm["batch-size"].as<int64_t>(), seq_len = vm["seq-len"].as<int64_t>();
   const int steps = vm["steps"].as<int>(), warmup = vm["warmup"].as<int>(), block = vm["block"].as<int>();
+  const int turn_warmup = vm["turn-warmup"].as<int>();
   check(batch >= 1 && seq_len >= 1, "bench train", "--batch-size and --seq-len must be positive, got ", batch, " and ",
         seq_len);
   check(steps >= 1 && warmup >= 0 && block >= 1, "bench train",
@@ -258,16 +266,20 @@ int bench_train(const Args& args) {
     }
   };
   // n steps of `process` in `mode` (eager or compiled), after the settling pause; their record
-  // goes to `side` (losses always, times when `timed`). Returns the reply.
-  auto run_torch = [&](TorchReference& process, const char* mode, int n, bool timed, Side& side) {
+  // goes to `side` (losses always, times when `timed`, except those of the first `untimed`
+  // steps, which run back to back with the rest in the same request). Returns the reply.
+  auto run_torch = [&](TorchReference& process, const char* mode, int n, bool timed, Side& side, int untimed = 0) {
     std::this_thread::sleep_for(kSettle);
-    torch_request["steps"] = n;
+    torch_request["steps"] = untimed + n;
     torch_request["mode"] = mode;
     const Json reply = process.request(torch_request);
     for (double loss : numbers(reply, "losses")) side.losses.push_back(loss);
     if (timed) {
-      for (double s : numbers(reply, "seconds")) side.seconds.push_back(s);
-      for (double s : numbers(reply, "cpu_seconds")) side.cpu_seconds.push_back(s);
+      const std::vector<double> seconds = numbers(reply, "seconds"), cpu_seconds = numbers(reply, "cpu_seconds");
+      check(seconds.size() == size_t(untimed + n) && cpu_seconds.size() == size_t(untimed + n), "bench train",
+            "PyTorch's reply has ", seconds.size(), " step times for ", untimed + n, " steps");
+      side.seconds.insert(side.seconds.end(), seconds.begin() + untimed, seconds.end());
+      side.cpu_seconds.insert(side.cpu_seconds.end(), cpu_seconds.begin() + untimed, cpu_seconds.end());
     }
     return reply;
   };
@@ -319,10 +331,13 @@ int bench_train(const Args& args) {
   }
   for (int done = 0; done < steps; done += block) {
     const int n = std::min(block, steps - done);
+    // Alone, cotan's steps run back to back anyway.
+    const int untimed = torch ? turn_warmup : 0;
     if (torch) std::this_thread::sleep_for(kSettle);
+    run_cotan(untimed, false);
     run_cotan(n, true);
-    if (torch) run_torch(*torch, "eager", n, true, theirs);
-    if (timing_compiled) run_torch(*torch, "compiled", n, true, compiled);
+    if (torch) run_torch(*torch, "eager", n, true, theirs, untimed);
+    if (timing_compiled) run_torch(*torch, "compiled", n, true, compiled, untimed);
   }
 
   const double tokens_per_step = double(batch * seq_len);
@@ -350,7 +365,7 @@ int bench_train(const Args& args) {
               << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
               << ",\"seq_len\":" << seq_len << ",\"dtype\":\"" << dtype_name(compute) << "\",\"device\":\"" << to_string(device)
               << "\",\"threads\":" << threads << ",\"steps\":" << steps
-              << ",\"warmup\":" << warmup << ",\"block\":" << block << "," << host_json(threads)
+              << ",\"warmup\":" << warmup << ",\"block\":" << block << ",\"turn_warmup\":" << (torch ? turn_warmup : 0) << "," << host_json(threads)
               << ",\"cotan\":{\"ms\":" << json_number(cotan_ms)
               << ",\"cpu_ms\":" << json_number(ours.cpu_ms()) << ",\"tokens_per_s\":" << json_number(cotan_tps)
               << ",\"first_loss\":" << json_number(ours.losses[0]) << ours.json_steps()
@@ -397,7 +412,7 @@ int bench_train(const Args& args) {
   std::printf("%s\n", host_line(threads).c_str());
   std::printf("median of %d steps after %d warm-up steps", steps, warmup);
   if (torch) {
-    std::printf("; taking turns in blocks of %d steps, %lld ms apart\n%s", block,
+    std::printf("; taking turns in blocks of %d timed steps after %d untimed, %lld ms apart\n%s", block, turn_warmup,
                 static_cast<long long>(kSettle.count()), torch->describe().c_str());
     std::printf("\nPyTorch's OMP_WAIT_POLICY: %s", torch_omp_wait.c_str());
     if (!probe.empty()) {
