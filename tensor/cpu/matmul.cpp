@@ -3,14 +3,15 @@
 // Two GEMMs, chosen at compile time:
 //   - with AVX-512, or AVX2 and FMA, a packed GEMM in the GotoBLAS/BLIS style: A is packed into
 //     panels of MR rows, B into panels of NR columns (shared by all threads) unless, with
-//     AVX-512, it is row-major and small, when the micro-kernel reads it in place; a register-blocked MR x NR micro-kernel
-//     runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2: 6 x 16, 6 x 8).
+//     AVX-512, it is row-major in the compute type and a K chunk of it fits in half of L2, when
+//     the micro-kernel reads it in place; a register-blocked MR x NR micro-kernel runs over them
+//     (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2: 6 x 16, 6 x 8).
 //     Packing reads any strides and converts bf16 to f32, so no operand is ever copied whole;
 //     an operand whose packed lines are contiguous in memory (A row-major, B transposed, as in
 //     x W^T) is packed through register transposes (16 x 16 zmm, 8 x 8 ymm).
 //     On Zen 4 (one zmm FMA a cycle) it reaches 80-90% of the FMA peak at 512-4096 squares and
-//     at a training step's products, on 1 and 2 threads; on a Xeon with two zmm FMA ports,
-//     82-86% at squares (docs/architecture.md has the figures).
+//     at a training step's products, on 1 and 2 threads; on a Xeon with two zmm FMA ports, 75-86%
+//     at squares and 55-86% at a step's products (docs/architecture.md).
 //   - otherwise Eigen's GEMM over fixed blocks of output rows; operands are mapped row- or
 //     column-major through their strides, and copied only when they are neither.
 //
@@ -453,9 +454,9 @@ void pack_panels(T* __restrict dst, const S* src, int64_t line_stride, int64_t s
       // panels, panel by panel, so that each panel receives a contiguous run of kRows * P and the
       // kRows rows being read stay in L1. Row by row, a run shorter than a line would be stored
       // into every panel, kc * P * 4 bytes apart: a multiple of 4 KiB when kc is, all in one set
-      // of L1, and 3-4x slower. Down all kc rows a few panels at a time (the layout before), each
-      // pass touched kc rows lda apart, a page each once lda is 4 KiB or more: at 4096^3 tn on
-      // AVX-512 (2 threads) 349 GFLOP/s, against 383 with blocks of 16 rows (8 rows: 376).
+      // of L1, and 3-4x slower. Going down all kc rows a few panels at a time instead touches kc
+      // rows lda apart per pass, a page each once lda is 4 KiB or more: at 4096^3 tn on AVX-512
+      // (2 threads) 349 GFLOP/s, against 383 with blocks of 16 rows (8 rows: 376).
       constexpr int64_t kRows = 16;
       for (int64_t k0 = 0; k0 < kc; k0 += kRows) {
         const int64_t k1 = std::min(kc, k0 + kRows);
@@ -602,14 +603,21 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   }
   // B row-major in the compute type, with AVX-512, and a K chunk of it (kc x N) in half of L2: the
   // micro-kernel reads B where it lies, kc rows of NR, and saves the copy and the wait for it. On
-  // a 2-core Xeon (2 MiB L2) that made the step's products 3-25% faster on 2 threads (256x257x192
-  // nn: 264 -> 335 GFLOP/s). A larger B must be packed: its rows, N floats apart, compete for few
-  // cache sets (N = 1024: 4 KiB apart, all in 32 of L2's 2048 sets) and come from L3 each time;
-  // unpacked, 1024^3 ran at 170 GFLOP/s instead of 390, 2048x512x2048 at 179 instead of 421,
-  // 1000^3 at 350 instead of 409. The AVX2 kernel always packs: it wants a row every 6 cycles and
-  // slowed to a third unpacked at 4096 squares.
+  // a 2-core Xeon (2 MiB L2), 2 threads, that gave the step's products 4-27% more GFLOP/s than
+  // packed B (256x257x192 nn: 264 -> 335). A larger B is packed: read in place, its rows (row
+  // stride apart) compete for few cache sets (4 KiB apart: 64 of L2's 2048 sets) and come from L3
+  // each time; unpacked, 2048x512x2048 ran at 179 GFLOP/s instead of 421, 1024x1536x1536 at 200
+  // instead of 398, 1000^3 at 350 instead of 409. The AVX2 kernel always packs: it wants a row
+  // every 6 cycles and slowed to a third unpacked at 4096 squares.
+  // With few rows, B is read only a few times and packing it costs more than it saves, even when
+  // it is large, unless its rows are a multiple of 2 KiB apart and it is read more than once
+  // (2 threads, in place vs packed, GFLOP/s): one row panel, 9x700x2000 114 vs 73, 1x4096x4096
+  // 10.1 vs 8.5; up to 8 panels, 28x768x768 368 vs 219, 64x768x3072 288 vs 262; but 42x4096x1024
+  // 154 vs 229 and 64x2048x2048 138 vs 270; at 10-19 panels (128-256 rows) both are within 5%.
+  const int64_t b_row_bytes = b.row_stride * int64_t(sizeof(T));
+  const bool few_rows = row_panels == 1 || (row_panels <= 8 && b_row_bytes % 2048 != 0);
   const bool direct_b = kReadBInPlace && std::is_same_v<S, T> && b.col_stride == 1 &&
-                        std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes;
+                        (few_rows || std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes);
   const T* b_direct = nullptr;
   if constexpr (std::is_same_v<S, T>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.

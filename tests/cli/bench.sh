@@ -148,11 +148,10 @@ PY
   COTAN_TORCH_ENV=$WORK/no-env "$COTAN" bench train --batch-size 1 --seq-len 8 --steps 1 --warmup 0 \
     --torch-compile-warmup 1 --json > "$STDOUT" 2> "$STDERR" || fail "bench train failed: $(cat "$STDERR")"
   check_json "bench train" "$STDOUT" '"ratio_compiled" in r and (r["torch"] is None and "note" in r and
-    r["turn_warmup"] == 0 or r["torch"]["fallback"] is True and r["torch"]["threads"] >= 1 and r["turn_warmup"] == 1)'
+    r["turn_warmup"] == 0 or r["torch"] is not None and r["torch"]["fallback"] is True and
+    r["torch"]["threads"] >= 1 and r["turn_warmup"] == 1)'
   grep -q "warning: no PyTorch reference environment at $WORK/no-env" "$STDERR" ||
     fail "bench train: no fallback warning: $(cat "$STDERR")"
-  "$COTAN" bench train --turn-warmup -1 --no-torch > "$STDOUT" 2> "$STDERR" && fail "bench train --turn-warmup -1 succeeded"
-  grep -q -- "--turn-warmup" "$STDERR" || fail "bench train --turn-warmup -1: $(cat "$STDERR")"
 
   # A --torch-python that is not there is one line naming the option.
   "$COTAN" bench matmul --sizes 16 --repeat 1 --torch --torch-python "$WORK/nothing" > "$STDOUT" 2> "$STDERR" &&

@@ -66,6 +66,7 @@ case_bench_bad_options() {
   expect_range vocab 1 "an integer in [2, 16777216]" "$COTAN" bench kd-loss
   expect_range kd-ratio 2 "a number in [0, 1]" "$COTAN" bench kd-loss
   expect_range steps 0 "an integer in [1, 100000]" "$COTAN" bench train --no-torch
+  expect_range turn-warmup -1 "an integer in [0, 1000]" "$COTAN" bench train --no-torch
   expect_range size 0 "an integer in [1, 4294967296]" "$COTAN" bench ops
   expect_range seed -1 "an integer in [0, 18446744073709551615]" "$COTAN" gradcheck
 }

@@ -362,12 +362,14 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       // bf16 with K in one chunk and B transposed.
       {random_tensor<bf16>({2, 260, 300}), column_major<bf16>({2, 300, 140})},
       {random_tensor<float>({9, 2000}), random_tensor<float>({2000, 700})},
-      // Several K chunks (KC <= 1024), ragged rows and columns, B packed and read in place.
+      // Several K chunks (KC <= 1024), ragged rows and columns, B packed (read in place on
+      // AVX-512 with 4 MiB of L2 or more).
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 389})},
       // Row-major B too large to read in place (rows 4 KiB apart): packed with AVX-512 too.
       {random_tensor<float>({300, 1100}), random_tensor<float>({1100, 1024})},
       {random_tensor<float>({517, 2100}), column_major<float>({2100, 389})},
-      // Narrow: A's rows read in place (AVX2), the last short panel packed.
+      // Narrow: A's rows read in place (AVX2), the last short panel packed; B read in place
+      // (AVX-512 with 2 MiB of L2 or more: a K chunk is 1,024,000 bytes).
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 250})},
       {random_tensor<float>({1027, 192}), column_major<float>({192, 320})},
       {column_major<double>({130, 2100}), random_tensor<double>({2100, 77})},
