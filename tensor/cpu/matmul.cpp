@@ -10,8 +10,8 @@
 //     an operand whose packed lines are contiguous in memory (A row-major, B transposed, as in
 //     x W^T) is packed through register transposes (16 x 16 zmm, 8 x 8 ymm).
 //     On Zen 4 (one zmm FMA a cycle) it reaches 80-90% of the FMA peak at 512-4096 squares and
-//     at a training step's products, on 1 and 2 threads; on a Xeon with two zmm FMA ports, 75-86%
-//     at squares and 55-86% at a step's products (docs/architecture.md).
+//     at a training step's products, on 1 and 2 threads; on a Xeon with two zmm FMA ports, 76-87%
+//     at squares and 57-87% at a step's products (docs/architecture.md).
 //   - otherwise Eigen's GEMM over fixed blocks of output rows; operands are mapped row- or
 //     column-major through their strides, and copied only when they are neither.
 //
