@@ -138,7 +138,8 @@ int bench_train(const Args& args) {
     return 0;
   }
   check_integers(vm, {{"batch-size", 1, 1 << 16}, {"seq-len", 1, 1 << 20}, {"steps", 1, 100000},
-                      {"warmup", 0, 100000}, {"block", 1, 100000}, {"turn-warmup", 0, 1000}, {"torch-compile-warmup", 1, 1000}});
+                      {"warmup", 0, 100000}, {"block", 1, 100000}, {"turn-warmup", 0, 1000},
+                      {"torch-compile-warmup", 1, 1000}});
   const bool json = vm.count("json") > 0;
   const int64_t batch = vm["batch-size"].as<int64_t>(), seq_len = vm["seq-len"].as<int64_t>();
   const int steps = vm["steps"].as<int>(), warmup = vm["warmup"].as<int>(), block = vm["block"].as<int>();
@@ -365,7 +366,8 @@ int bench_train(const Args& args) {
               << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
               << ",\"seq_len\":" << seq_len << ",\"dtype\":\"" << dtype_name(compute) << "\",\"device\":\"" << to_string(device)
               << "\",\"threads\":" << threads << ",\"steps\":" << steps
-              << ",\"warmup\":" << warmup << ",\"block\":" << block << ",\"turn_warmup\":" << (torch ? turn_warmup : 0) << "," << host_json(threads)
+              << ",\"warmup\":" << warmup << ",\"block\":" << block
+              << ",\"turn_warmup\":" << (torch ? turn_warmup : 0) << "," << host_json(threads)
               << ",\"cotan\":{\"ms\":" << json_number(cotan_ms)
               << ",\"cpu_ms\":" << json_number(ours.cpu_ms()) << ",\"tokens_per_s\":" << json_number(cotan_tps)
               << ",\"first_loss\":" << json_number(ours.losses[0]) << ours.json_steps()

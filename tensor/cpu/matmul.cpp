@@ -3,9 +3,10 @@
 // Two GEMMs, chosen at compile time:
 //   - with AVX-512, or AVX2 and FMA, a packed GEMM in the GotoBLAS/BLIS style: A is packed into
 //     panels of MR rows, B into panels of NR columns (shared by all threads) unless, with
-//     AVX-512, it is row-major in the compute type and a K chunk of it fits in half of L2, when
-//     the micro-kernel reads it in place; a register-blocked MR x NR micro-kernel runs over them
-//     (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2: 6 x 16, 6 x 8).
+//     AVX-512, it is row-major in the compute type and either a K chunk of it fits in half of L2
+//     or A has few rows, when the micro-kernel reads it in place; a register-blocked MR x NR
+//     micro-kernel runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2:
+//     6 x 16, 6 x 8).
 //     Packing reads any strides and converts bf16 to f32, so no operand is ever copied whole;
 //     an operand whose packed lines are contiguous in memory (A row-major, B transposed, as in
 //     x W^T) is packed through register transposes (16 x 16 zmm, 8 x 8 ymm).
@@ -527,7 +528,8 @@ CacheSizes read_cache_sizes() {
 // longer sum per tile spreads the load and store of C over more FMAs; the panel is read from L2
 // at 2 loads per 2 * MR FMAs). MC rows of packed A (MC x KC) take half of L2; packed B for one
 // column block (K x nc) is kept under half of L3, and each column block repacks A. B is read in
-// place (kReadBInPlace) only when a K chunk of it (kc x N) fits in half of L2.
+// place (kReadBInPlace) when a K chunk of it (kc x N) fits in half of L2, or A has few rows
+// (packed_gemm says when).
 struct Blocking {
   int64_t kc, mc, packed_b_bytes, direct_b_bytes;
 };
