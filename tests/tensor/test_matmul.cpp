@@ -361,6 +361,7 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       {random_tensor<bf16>({2, 260, 530}), random_tensor<bf16>({2, 530, 140})},
       // bf16 with K in one chunk and B transposed.
       {random_tensor<bf16>({2, 260, 300}), column_major<bf16>({2, 300, 140})},
+      // One row panel: B read in place with AVX-512 although a K chunk of it exceeds half of L2.
       {random_tensor<float>({9, 2000}), random_tensor<float>({2000, 700})},
       // Several K chunks (KC <= 1024), ragged rows and columns, B packed (read in place on
       // AVX-512 with 4 MiB of L2 or more).
