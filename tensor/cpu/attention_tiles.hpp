@@ -19,6 +19,7 @@
 #include <initializer_list>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #pragma GCC diagnostic push
@@ -33,13 +34,21 @@ namespace cotan::cpu::tiles {
 
 constexpr int64_t kQueryRows = 32;  // queries per tile
 constexpr int64_t kKeyCols = 64;    // keys per tile
-constexpr int kMicroRows = 6;       // rows of C the micro-kernel keeps in registers (12 vectors)
+// Rows of C the micro-kernel keeps in registers: 8 (16 of the 32 zmm registers) with AVX-512,
+// so that a block of 32 queries is four whole micro-tiles; 6 (12 of 16) otherwise.
+#if defined(__AVX512F__)
+constexpr int kMicroRows = 8;
+#else
+constexpr int kMicroRows = 6;
+#endif
 constexpr int64_t kRowGranule = 4;  // tile rows are rounded up to it (tails of 2 or 4 rows)
 
 // One SIMD register through GCC's vector extensions, so that one kernel serves f32 and f64 on
 // any target: 32 bytes with AVX, 16 otherwise (SSE, NEON; wider vectors would be split and
 // change the ABI of the functions that return them).
-#if defined(__AVX__)
+#if defined(__AVX512F__)
+constexpr int kVectorBytes = 64;
+#elif defined(__AVX__)
 constexpr int kVectorBytes = 32;
 #else
 constexpr int kVectorBytes = 16;
@@ -55,6 +64,33 @@ struct Simd {
     return v;
   }
   static void store(T* p, const V& v) { std::memcpy(p, &v, sizeof v); }
+  // The sum and the max of the lanes, pairwise (the two halves, then their halves, ...): a chain
+  // of log2(width) steps in registers where a lane-by-lane loop is `width` dependent adds, which a
+  // row's softmax waits for.
+  static T sum(const V& v) { return fold<width>(v, [](auto a, auto b) { return a + b; }); }
+  static T max(const V& v) { return fold<width>(v, [](auto a, auto b) { return a > b ? a : b; }); }
+
+ private:
+  template <int N>
+  struct LanesOf {
+    typedef T type __attribute__((vector_size(N * sizeof(T))));
+  };
+  template <int N>
+  using Lanes = typename LanesOf<N>::type;
+  template <int N, class F>
+  static T fold(const Lanes<N>& v, F&& f) {
+    if constexpr (N == 1) {
+      return v[0];
+    } else {
+      const Lanes<N / 2> lo = [&]<int... I>(std::integer_sequence<int, I...>) {
+        return __builtin_shufflevector(v, v, I...);
+      }(std::make_integer_sequence<int, N / 2>{});
+      const Lanes<N / 2> hi = [&]<int... I>(std::integer_sequence<int, I...>) {
+        return __builtin_shufflevector(v, v, (I + N / 2)...);
+      }(std::make_integer_sequence<int, N / 2>{});
+      return fold<N / 2>(f(lo, hi), f);
+    }
+  }
 };
 
 // Columns of C one micro-kernel covers: two vectors (with AVX 16 f32, 8 f64). dp and N round
@@ -79,7 +115,9 @@ inline void micro_kernel(T* __restrict c, int64_t ldc, const T* __restrict a, in
   for (int64_t p = 0; p < k; ++p) {
     const T* bp = b + p * ldb;
     V b0 = S::load(bp), b1 = S::load(bp + S::width);
-#if defined(__x86_64__) || defined(__i386__)
+#if defined(__AVX512F__)
+    asm("" : "+v"(b0), "+v"(b1));
+#elif defined(__x86_64__) || defined(__i386__)
     // Keep the two B vectors in registers: otherwise GCC folds them into every FMA as memory
     // operands, twice the loads per FMA, and the kernel becomes load-bound.
     asm("" : "+x"(b0), "+x"(b1));
@@ -94,7 +132,7 @@ inline void micro_kernel(T* __restrict c, int64_t ldc, const T* __restrict a, in
     for (int w = 0; w < 2; ++w) S::store(c + r * ldc + w * S::width, acc[r][w]);
 }
 
-// C[m][n] (+)= op(A) B over micro-tiles of kMicroRows rows and a tail of 2 or 4 rows; with
+// C[m][n] (+)= op(A) B over micro-tiles of kMicroRows rows and a tail of 2, 4 or 6 rows; with
 // kTransposedA, op(A) = A^T and A is stored [k][m]. m % 2 == 0 and n % lanes<T> == 0 (callers
 // pass padded sizes). Each C element is one sequential sum over k.
 template <class T, bool kTransposedA>
@@ -105,6 +143,8 @@ void product(T* c, int64_t ldc, const T* a, int64_t lda, const T* b, int64_t ldb
     int64_t i = 0;
     for (; i + kMicroRows <= m; i += kMicroRows)
       micro_kernel<T, kTransposedA, kMicroRows>(c + i * ldc + j, ldc, rows_at(i), lda, b + j, ldb, k, accumulate);
+    if (kMicroRows > 6 && m - i == 6)
+      micro_kernel<T, kTransposedA, 6>(c + i * ldc + j, ldc, rows_at(i), lda, b + j, ldb, k, accumulate);
     if (m - i == 4) micro_kernel<T, kTransposedA, 4>(c + i * ldc + j, ldc, rows_at(i), lda, b + j, ldb, k, accumulate);
     if (m - i == 2) micro_kernel<T, kTransposedA, 2>(c + i * ldc + j, ldc, rows_at(i), lda, b + j, ldb, k, accumulate);
   }
@@ -176,44 +216,57 @@ inline Simd<float>::V exp(Simd<float>::V x) {
 }
 
 // Row operations on a score tile row of n entries (n % lanes<T> == 0) whose first `seen` are
-// visible keys and the rest masked (or padding).
+// visible keys and the rest masked (or padding). Both walk all n entries, masking lanes by their
+// index, so their loops run the same number of times on every row of a tile: a loop that
+// stopped at `seen` would end at a different place on each row of a diagonal tile, and the
+// mispredicted exits cost more than the vectors they skip.
 
-// max over the visible entries; the masked ones are overwritten with the lowest value.
+// The lane indices 0, 1, ... of a vector.
 template <class T>
-T visible_max(T* row, int64_t seen, int64_t n) {
+typename Simd<T>::V lane_indices() {
+  typename Simd<T>::V lane;
+  for (int w = 0; w < Simd<T>::width; ++w) lane[w] = T(w);
+  return lane;
+}
+
+// max over the visible entries.
+template <class T>
+T visible_max(const T* row, int64_t seen, int64_t n) {
   using S = Simd<T>;
   using V = typename S::V;
-  std::fill(row + seen, row + n, std::numeric_limits<T>::lowest());
-  V top = S::load(row);
-  for (int64_t c = S::width; c < n; c += S::width) {
-    const V x = S::load(row + c);
+  const V lane = lane_indices<T>(), lowest = V{} + std::numeric_limits<T>::lowest();
+  V top = lowest;
+  for (int64_t c = 0; c < n; c += S::width) {
+    const V x = lane < T(seen - c) ? S::load(row + c) : lowest;
     top = x > top ? x : top;
   }
-  T out = top[0];
-  for (int w = 1; w < S::width; ++w) out = std::max(out, T(top[w]));
-  return out;
+  return S::max(top);
 }
 
 // row = exp(row - shift) on the visible entries and 0 on the masked ones; returns the row's sum.
-// f32 uses the vector exp above; f64 uses Eigen's, so that f64 results stay within an ulp or
-// two of std::exp (the composed oracle is compared to 1e-12).
+// f32 uses the vector exp above, each vector stored and summed while in registers; f64 uses
+// Eigen's, so that f64 results stay within an ulp or two of std::exp (the composed oracle is
+// compared to 1e-12).
 template <class T>
 T exp_visible(T* row, int64_t seen, int64_t n, T shift) {
   using S = Simd<T>;
   using V = typename S::V;
-  const int64_t vectors_end = round_up(seen, S::width);  // whole vectors holding visible keys
+  V total{};
   if constexpr (std::is_same_v<T, float>) {
-    for (int64_t c = 0; c < vectors_end; c += S::width) S::store(row + c, exp(S::load(row + c) - shift));
+    const V lane = lane_indices<T>();
+    for (int64_t c = 0; c < n; c += S::width) {
+      const V y = exp(S::load(row + c) - shift);
+      const V kept = lane < T(seen - c) ? y : V{};
+      S::store(row + c, kept);
+      total += kept;
+    }
   } else {
     Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> x(row, seen);
     x = (x - shift).exp();
+    std::fill(row + seen, row + n, T(0));
+    for (int64_t c = 0; c < n; c += S::width) total += S::load(row + c);
   }
-  std::fill(row + seen, row + n, T(0));
-  V total{};
-  for (int64_t c = 0; c < vectors_end; c += S::width) total += S::load(row + c);
-  T out = 0;
-  for (int w = 0; w < S::width; ++w) out += total[w];
-  return out;
+  return S::sum(total);
 }
 
 // x[0, n) *= factor.
@@ -234,9 +287,7 @@ T dot(const T* a, const T* b, int64_t n) {
     even += S::load(a + x) * S::load(b + x);
     odd += S::load(a + x + S::width) * S::load(b + x + S::width);
   }
-  const V both = even + odd;
-  T sum = 0;
-  for (int w = 0; w < S::width; ++w) sum += both[w];
+  T sum = S::sum(even + odd);
   for (; x < n; ++x) sum += a[x] * b[x];
   return sum;
 }

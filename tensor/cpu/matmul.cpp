@@ -2,9 +2,11 @@
 //
 // Two GEMMs, chosen at compile time:
 //   - with AVX-512, or AVX2 and FMA, a packed GEMM in the GotoBLAS/BLIS style: A is packed into
-//     panels of MR rows, B into panels of NR columns (shared by all threads) unless, with
-//     AVX-512, it is row-major in the compute type and either a K chunk of it fits in half of L2
-//     or A has few rows, when the micro-kernel reads it in place; a register-blocked MR x NR
+//     panels of MR rows, unless it is row-major in the compute type and the product narrow (and,
+//     with AVX-512, deep and f32), when the micro-kernel reads A's rows in place; B into panels
+//     of NR columns (shared by all threads) unless, with AVX-512, it is row-major in the compute
+//     type and either a K chunk of it fits in half of L2 or A has few rows, when the micro-kernel
+//     reads it in place too; a register-blocked MR x NR
 //     micro-kernel runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2:
 //     6 x 16, 6 x 8).
 //     Packing reads any strides and converts bf16 to f32, so no operand is ever copied whole;
@@ -36,9 +38,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-#include <tbb/global_control.h>
-#include <tbb/task_arena.h>
 
 #include "tensor/cpu/backend.hpp"
 #include "tensor/cpu/parallel.hpp"
@@ -151,12 +150,6 @@ class ComputeOutput {
 
 // ---- packed GEMM (AVX-512, or AVX2 + FMA) ----
 
-// Threads a parallel loop may use: the arena's, capped by tbb::global_control (set_num_threads).
-int64_t worker_threads() {
-  return std::min<int64_t>(tbb::this_task_arena::max_concurrency(),
-                           int64_t(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
-}
-
 // One vector register of T and the operations the micro-kernel uses; load_first / store_first
 // touch only the first n lanes (0 <= n <= kWidth), for the ragged right edge of C and of an
 // unpacked B.
@@ -203,8 +196,8 @@ constexpr bool kReadBInPlace = true;
 // 390 -> 420); 8 steps measured the same, 4 less. The hardware prefetcher alone falls behind a
 // kernel that consumes 184 bytes every 14 cycles.
 constexpr int64_t kPrefetchSteps = 16;
-// Products this narrow read A's rows in place (see packed_gemm); not measured with AVX-512: none.
-constexpr int64_t kRowsAColumns = 0;
+// Products at most this narrow and at least this deep read A's rows in place (see packed_gemm).
+constexpr int64_t kRowsAColumns = 384, kRowsADepth = 256;
 #else
 template <> struct Simd<float> {
   using V = __m256;
@@ -246,7 +239,7 @@ constexpr int64_t kMR = 6;
 constexpr bool kReadBInPlace = false;
 constexpr int64_t kPrefetchSteps = 0;  // not measured on the AVX2 hosts (Zen 3): left to the hardware
 // Products with at most this many columns read A's rows in place (see packed_gemm).
-constexpr int64_t kRowsAColumns = 320;
+constexpr int64_t kRowsAColumns = 320, kRowsADepth = 0;
 #endif
 
 // A micro-tile is MR rows of NR = 2 registers of columns.
@@ -322,6 +315,99 @@ template <class T, int64_t R, bool kRowsA = false>
         S::store_first(ci + j * W, first ? acc[i][j] : S::add(S::load_first(ci + j * W, lanes), acc[i][j]), lanes);
     });
   });
+}
+
+#ifdef __AVX512F__
+// The f32 micro-kernel reading A's 14 rows where they lie (lda apart, each along K) instead of
+// a packed panel: C[14 x NR] (+)= A[14 x kc] B[kc x NR], B as in micro_kernel (packed: ldb = NR;
+// or in place, cols <= NR of it read). Written out register by register: through micro_kernel's
+// generic form GCC 12 kept the 28 accumulators in memory. Rows are addressed from two bases,
+// rows 0-6 and 7-13, at 0..6 times lda, so the loop needs no pointer per row. The next line of
+// each row is fetched 16 K steps ahead (one row per step), as the packed kernel does.
+[[gnu::noinline]] void micro_kernel_rows_a(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
+                                           int64_t ldb, float* c, int64_t ldc, int64_t cols, bool first) {
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00,
+         c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00, c80 = c00,
+         c81 = c00, c90 = c00, c91 = c00, ca0 = c00, ca1 = c00, cb0 = c00, cb1 = c00, cc0 = c00, cc1 = c00,
+         cd0 = c00, cd1 = c00;
+  const float* lo = a;
+  const float* hi = a + 7 * lda;
+  const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda, l4 = 4 * lda, l5 = 5 * lda, l6 = 6 * lda;
+  const __mmask16 m0 = cols >= 16 ? __mmask16(0xffff) : __mmask16((1u << cols) - 1);
+  const __mmask16 m1 = cols >= 32 ? __mmask16(0xffff) : cols <= 16 ? __mmask16(0) : __mmask16((1u << (cols - 16)) - 1);
+#define COTAN_ROW(acc0, acc1, base, off)               \
+  {                                                    \
+    const __m512 x = _mm512_set1_ps((base)[off]);      \
+    acc0 = _mm512_fmadd_ps(x, b0, acc0);               \
+    acc1 = _mm512_fmadd_ps(x, b1, acc1);               \
+  }
+#define COTAN_STEP(load0, load1)                                                                          \
+  {                                                                                                       \
+    const __m512 b0 = load0, b1 = load1;                                                                  \
+    COTAN_ROW(c00, c01, lo, 0) COTAN_ROW(c10, c11, lo, l1) COTAN_ROW(c20, c21, lo, l2)                    \
+    COTAN_ROW(c30, c31, lo, l3) COTAN_ROW(c40, c41, lo, l4) COTAN_ROW(c50, c51, lo, l5)                   \
+    COTAN_ROW(c60, c61, lo, l6) COTAN_ROW(c70, c71, hi, 0) COTAN_ROW(c80, c81, hi, l1)                    \
+    COTAN_ROW(c90, c91, hi, l2) COTAN_ROW(ca0, ca1, hi, l3) COTAN_ROW(cb0, cb1, hi, l4)                   \
+    COTAN_ROW(cc0, cc1, hi, l5) COTAN_ROW(cd0, cd1, hi, l6)                                               \
+  }
+  int64_t p = 0;
+  auto fetch = [&](int64_t row) {  // the line 16 steps ahead in `row`
+    const float* base = row < 7 ? lo + row * lda : hi + (row - 7) * lda;
+    _mm_prefetch(reinterpret_cast<const char*>(base + 16), _MM_HINT_T0);
+  };
+  if (ldb == kNR<float>) {
+    for (; p < kc; ++p, ++lo, ++hi, b += ldb) {
+      if ((p & 15) < 14) fetch(p & 15);
+      _mm_prefetch(reinterpret_cast<const char*>(b + 16 * kNR<float>), _MM_HINT_T0);
+      COTAN_STEP(_mm512_loadu_ps(b), _mm512_loadu_ps(b + 16))
+    }
+  } else if (cols == kNR<float>) {
+    for (; p < kc; ++p, ++lo, ++hi, b += ldb) {
+      if ((p & 15) < 14) fetch(p & 15);
+      _mm_prefetch(reinterpret_cast<const char*>(b + kNR<float>), _MM_HINT_T0);
+      COTAN_STEP(_mm512_loadu_ps(b), _mm512_loadu_ps(b + 16))
+    }
+  } else {
+    for (; p < kc; ++p, ++lo, ++hi, b += ldb) {
+      if ((p & 15) < 14) fetch(p & 15);
+      COTAN_STEP(_mm512_maskz_loadu_ps(m0, b), _mm512_maskz_loadu_ps(m1, b + 16))
+    }
+  }
+#undef COTAN_STEP
+#undef COTAN_ROW
+  __m512* acc[14][2] = {{&c00, &c01}, {&c10, &c11}, {&c20, &c21}, {&c30, &c31}, {&c40, &c41},
+                        {&c50, &c51}, {&c60, &c61}, {&c70, &c71}, {&c80, &c81}, {&c90, &c91},
+                        {&ca0, &ca1}, {&cb0, &cb1}, {&cc0, &cc1}, {&cd0, &cd1}};
+  for (int i = 0; i < 14; ++i) {
+    float* ci = c + i * ldc;
+    if (first) {
+      _mm512_mask_storeu_ps(ci, m0, *acc[i][0]);
+      _mm512_mask_storeu_ps(ci + 16, m1, *acc[i][1]);
+    } else {
+      _mm512_mask_storeu_ps(ci, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, ci), *acc[i][0]));
+      _mm512_mask_storeu_ps(ci + 16, m1, _mm512_add_ps(_mm512_maskz_loadu_ps(m1, ci + 16), *acc[i][1]));
+    }
+  }
+}
+#endif
+
+// Whether an in-place A kernel serves T (see packed_gemm's rows_a), and that kernel: with
+// AVX-512, the f32 one written out above; with AVX2, micro_kernel's kRowsA form.
+#ifdef __AVX512F__
+template <class T>
+constexpr bool kHasRowsAKernel = std::is_same_v<T, float>;
+#else
+template <class T>
+constexpr bool kHasRowsAKernel = true;
+#endif
+template <class T>
+void micro_kernel_in_place_a(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
+                             int64_t cols, bool first) {
+#ifdef __AVX512F__
+  micro_kernel_rows_a(kc, a, lda, b, ldb, c, ldc, cols, first);
+#else
+  micro_kernel<T, kMR, true>(kc, a, b, ldb, c, ldc, kMR, cols, first, lda);
+#endif
 }
 
 // The micro-kernel for a panel of `rows` <= kMR rows: the smallest R that holds them.
@@ -582,7 +668,12 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // (AVX2), the training step's products with N <= 320 ran 4-60% faster this way (geometric
   // means of three runs, each against BLIS in the same run) and the whole KD step 8-12%; at
   // N = 512 and above packed A was faster.
-  const bool rows_a = !shared_a && std::is_same_v<S, T> && a.col_stride == 1 && n <= kRowsAColumns;
+  // With AVX-512 (f32 only), on a Xeon with two zmm FMA ports, it paid only for deep, narrow
+  // products (K >= 256, N <= 384: 4-11% at the step's 1024x192x512, 1024x128x384 and
+  // 1024x128x260, alternating with packed A in one process, operands cold); at K <= 192 it was
+  // 0-5% slower, and at 1024^3 73% of the FMA peak instead of 81%.
+  const bool rows_a = kHasRowsAKernel<T> && !shared_a && std::is_same_v<S, T> && a.col_stride == 1 &&
+                      n <= kRowsAColumns && k >= kRowsADepth;
   std::optional<Buffer<T>> whole_a;
   auto pack_a = [&](T* dst, int64_t i0, int64_t rows, int64_t p) {
     const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
@@ -671,10 +762,10 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
           const int64_t ldb = direct_b ? b.row_stride : NR;
           const int64_t cols = std::min(NR, j1 - jr);
           T* c_panel = c + i0 * n + jc + jr;
-          if constexpr (kRowsAColumns > 0)  // the in-place kernel exists only where it is used
+          if constexpr (kHasRowsAKernel<T>)
             for (int64_t ir = 0; ir < full_rows; ir += MR)
-              micro_kernel<T, kMR, true>(kc, rows_of_a + ir * a.row_stride, panel_b, ldb, c_panel + ir * n, n, MR,
-                                        cols, p == 0 && !accumulate, a.row_stride);
+              micro_kernel_in_place_a<T>(kc, rows_of_a + ir * a.row_stride, a.row_stride, panel_b, ldb, c_panel + ir * n,
+                                         n, cols, p == 0 && !accumulate);
           for (int64_t ir = full_rows; ir < mc; ir += MR)
             micro_kernel_rows<T>(kc, chunk_a + (ir - full_rows) * kc, panel_b, ldb, c_panel + ir * n, n,
                                  std::min(MR, mc - ir), cols, p == 0 && !accumulate);

@@ -3,17 +3,27 @@
 // chunk order: results are the same bits with 1 or N threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include <tbb/blocked_range.h>
+#include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
+#include <tbb/task_arena.h>
 
 namespace cotan::cpu {
 
 // Elements below which a loop stays on the calling thread.
 constexpr int64_t kSerialElements = 1 << 15;
+
+// Threads a parallel loop may use: the arena's, capped by tbb::global_control (set_num_threads).
+// Only for choosing how to cut work that gives the same bits however it is cut.
+inline int64_t worker_threads() {
+  return std::min<int64_t>(tbb::this_task_arena::max_concurrency(),
+                           int64_t(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
+}
 
 // body(begin, end) over [0, n), in chunks of `grain` (the last one shorter).
 template <class F>

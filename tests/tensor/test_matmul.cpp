@@ -251,8 +251,9 @@ TEST_CASE("matmul: transposed and strided operands across K chunks") {
   Tensor a_pad = random_storage<float>(m * 1111).as_strided({m, k}, {1111, 1}, 3);
   Tensor b_pad = random_storage<float>(k * 80).as_strided({k, n}, {80, 1}, 9);
   check_product<float>(a_pad, b_pad, cpu_backend().matmul(a_pad, b_pad), tolerance<float>);
-  // Narrow products read A's rows in place (AVX2: N <= 320) once A spans several row tiles: rows
-  // 1111 apart, a last short panel (301 rows) and K chunks.
+  // Narrow products read A's rows in place (AVX2: N <= 320; AVX-512, f32: N <= 384 and K >= 256)
+  // once A spans several row tiles: rows 1111 apart, a last short panel (301 rows), K chunks,
+  // and a ragged last column panel of B read in place.
   Tensor a_rows = random_storage<float>(301 * 1111).as_strided({301, k}, {1111, 1}, 5);
   check_product<float>(a_rows, b_pad, cpu_backend().matmul(a_rows, b_pad), tolerance<float>);
   Tensor ad_rows = random_storage<double>(301 * 1111).as_strided({301, k}, {1111, 1}, 2);
@@ -369,10 +370,11 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       // Row-major B too large to read in place (rows 4 KiB apart): packed with AVX-512 too.
       {random_tensor<float>({300, 1100}), random_tensor<float>({1100, 1024})},
       {random_tensor<float>({517, 2100}), column_major<float>({2100, 389})},
-      // Narrow: A's rows read in place (AVX2), the last short panel packed; B read in place
-      // (AVX-512 with 2 MiB of L2 or more: a K chunk is 1,024,000 bytes).
+      // Narrow: A's rows read in place, the last short panel packed; B read in place (AVX-512
+      // with 2 MiB of L2 or more: a K chunk is 1,024,000 bytes), or packed (x W^T).
       {random_tensor<float>({517, 2100}), random_tensor<float>({2100, 250})},
       {random_tensor<float>({1027, 192}), column_major<float>({192, 320})},
+      {random_tensor<float>({1027, 384}), column_major<float>({384, 320})},
       {column_major<double>({130, 2100}), random_tensor<double>({2100, 77})},
       // A weight gradient's X^T G: few rows, cut into finer row tiles on 2 threads than on 1.
       {column_major<float>({128, 1100}), random_tensor<float>({1100, 384})},
@@ -436,7 +438,8 @@ void check_accumulate(const Tensor& a, const Tensor& b, double tol) {
 }  // namespace
 
 TEST_CASE("matmul_accumulate: c += a b across tile edges, K chunks and transposed operands") {
-  for (auto [m, k, n] : {std::tuple{1, 1, 1}, {17, 65, 33}, {130, 2100, 77}, {256, 300, 517}}) {
+  // 300 x 700 x 200: A's rows read in place (AVX-512 f32 too), added to C from the first K chunk.
+  for (auto [m, k, n] : {std::tuple{1, 1, 1}, {17, 65, 33}, {130, 2100, 77}, {256, 300, 517}, {300, 700, 200}}) {
     CAPTURE(m);
     CAPTURE(k);
     CAPTURE(n);
