@@ -61,7 +61,9 @@ Tensor attention_fused(const AttentionCore& in) {
   auto core = std::make_shared<const AttentionSpec>(core_spec(in));
   auto saved = std::make_shared<const AttentionForward>(kernels->attention_forward(*core));
   return record("attention", saved->o, differentiable_inputs(in), [kernels, core, saved, dt](const Tensor& cotangent) {
-    AttentionGrads g = kernels->attention_backward(*core, *saved, contiguous(cast(cotangent, dt)));
+    // The cotangent as it comes (the permute after the core hands back a strided view): each
+    // backend reads or copies it as its kernels need.
+    AttentionGrads g = kernels->attention_backward(*core, *saved, cast(cotangent, dt));
     std::vector<Tensor> grads{g.dq, g.dk, g.dv};
     if (core->kind == CoreKind::affine) grads.push_back(g.dalpha);
     if (core->kind == CoreKind::sink) grads.push_back(g.dsigma);

@@ -37,8 +37,8 @@ void head_stats(const Problem<T>& pr, int64_t b, int64_t h, RowStats* rows, doub
   const int64_t t = pr.t, d = pr.d, tp = pr.tp, dp = pr.dp, g = h / pr.group();
   std::vector<T*> a = scratch.carve({tp * dp, dp * tp, kQueryRows * kKeyCols, kQueryRows, kQueryRows, kQueryRows});
   T *q = a[0], *kt = a[1], *p = a[2], *running_max = a[3], *running_sum = a[4], *lse = a[5];
-  pack_rows(q, tp, dp, pr.q + pr.row(b, h) * d, t, d, pr.scale);
-  pack_key_tiles(kt, tp, dp, pr.k + pr.kv_row(b, g) * d, t, d);
+  pack_rows(q, tp, dp, pr.q.rows(b, h), pr.q.stride, t, d, pr.scale);
+  pack_key_tiles(kt, tp, dp, pr.k.rows(b, g), pr.k.stride, t, d);
 
   for (int64_t i0 = 0; i0 < t; i0 += kQueryRows) {
     const int64_t m = std::min(kQueryRows, t - i0), mr = round_up(m, kRowGranule);

@@ -187,9 +187,11 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
 
   State next = st;
   AttentionCore core;
-  core.q = contiguous(Rope::apply(q, cos, sin));
-  core.k = contiguous(Rope::apply(k, cos, sin));
-  core.v = contiguous(v);
+  // q, k and v go to the core as they are: v is a strided view of the joint projection, which
+  // the kernels read in place (each backend copies what its kernels cannot read).
+  core.q = Rope::apply(q, cos, sin);
+  core.k = Rope::apply(k, cos, sin);
+  core.v = v;
   core.causal = true;
   core.affine_n = options.affine_n;
   if (kind().core == CoreKind::affine) {
@@ -203,8 +205,8 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
   }
   if (kind().core == CoreKind::sink) core.sigma = ps[kSinks.name];
   if (cache) {
-    cache->k = core.k;
-    cache->v = core.v;
+    cache->k = contiguous(core.k);
+    cache->v = contiguous(core.v);
     if (core.alpha.defined()) cache->u = sum(core.v, {2});
   }
   if (analysis) {

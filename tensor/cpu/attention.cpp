@@ -40,7 +40,7 @@ Scratch<T>& thread_scratch() {
   return scratch;
 }
 
-// Outputs of one (b, h) row block of the forward pass.
+// Outputs of the forward pass, contiguous.
 template <class T>
 struct ForwardOut {
   T* s;    // [B, H, T, d]
@@ -54,7 +54,7 @@ template <class T>
 void forward_head(const Problem<T>& pr, int64_t b, int64_t h, const ForwardOut<T>& out, T* q, const T* kt,
                   const T* v, T* p, T* acc, T* running_max, T* running_sum, T* u) {
   const int64_t t = pr.t, d = pr.d, tp = pr.tp, dp = pr.dp;
-  pack_rows(q, tp, dp, pr.q + pr.row(b, h) * d, t, d, pr.scale);
+  pack_rows(q, tp, dp, pr.q.rows(b, h), pr.q.stride, t, d, pr.scale);
 
   // U_i: the running prefix sum of v (causal) or the sum of all of v.
   std::fill(u, u + dp, T(0));
@@ -125,17 +125,18 @@ void forward_heads(const Problem<T>& pr, int64_t b, int64_t g, int64_t h0, int64
   std::vector<T*> a = thread_scratch<T>().carve(
       {tp * dp, dp * tp, tp * dp, kQueryRows * kKeyCols, kQueryRows * dp, kQueryRows, kQueryRows, dp});
   T *q = a[0], *kt = a[1], *v = a[2], *p = a[3], *acc = a[4], *running_max = a[5], *running_sum = a[6], *u = a[7];
-  pack_key_tiles(kt, tp, dp, pr.k + pr.kv_row(b, g) * d, t, d);
-  pack_rows(v, tp, dp, pr.v + pr.kv_row(b, g) * d, t, d);
+  pack_key_tiles(kt, tp, dp, pr.k.rows(b, g), pr.k.stride, t, d);
+  pack_rows(v, tp, dp, pr.v.rows(b, g), pr.v.stride, t, d);
   for (int64_t h = h0; h < h1; ++h) forward_head(pr, b, h, out, q, kt, v, p, acc, running_max, running_sum, u);
 }
 
-// Inputs and outputs of the backward pass (all contiguous, compute dtype T).
+// Inputs and outputs of the backward pass (compute dtype T): g as HeadRows (O's cotangent as the
+// model's permute hands it back, [B, T, H, d] in memory, is read in place), the others contiguous.
 template <class T>
 struct BackwardIo {
-  const T* g;    // dLoss/dO [B, H, T, d]
-  const T* s;    // saved S
-  const T* lse;  // saved L
+  HeadRows<const T> g;  // dLoss/dO [B, H, T, d]
+  const T* s;           // saved S
+  const T* lse;         // saved L
   T* dq;         // [B, H, T, d]
   T* dk;         // [B, Hkv, T, d]
   T* dv;         // [B, Hkv, T, d]
@@ -150,22 +151,23 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
                                                  tp * dp, tp * dp, tp, tp * kKeyCols, tp * kKeyCols, dp});
   T *k = a[0], *kt = a[1], *v = a[2], *vt = a[3], *dk = a[4], *dv = a[5], *q = a[6], *ghat = a[7], *dq = a[8];
   T *delta = a[9], *p_strip = a[10], *ds_strip = a[11], *u = a[12];
-  const T* k_src = pr.k + pr.kv_row(b, g) * d;
-  const T* v_src = pr.v + pr.kv_row(b, g) * d;
-  pack_rows(k, tp, dp, k_src, t, d);
-  pack_key_tiles(kt, tp, dp, k_src, t, d);
-  pack_rows(v, tp, dp, v_src, t, d);
-  pack_key_tiles(vt, tp, dp, v_src, t, d);
+  const T* k_src = pr.k.rows(b, g);
+  const T* v_src = pr.v.rows(b, g);
+  pack_rows(k, tp, dp, k_src, pr.k.stride, t, d);
+  pack_key_tiles(kt, tp, dp, k_src, pr.k.stride, t, d);
+  pack_rows(v, tp, dp, v_src, pr.v.stride, t, d);
+  pack_key_tiles(vt, tp, dp, v_src, pr.v.stride, t, d);
   std::fill(dk, dk + tp * dp, T(0));
   std::fill(dv, dv + tp * dp, T(0));
 
   for (int64_t h = g * pr.group(); h < (g + 1) * pr.group(); ++h) {
     const int64_t row0 = pr.row(b, h);
-    const T* g_src = io.g + row0 * d;
+    const T* g_src = io.g.rows(b, h);
     const T* s_src = io.s + row0 * d;
+    const int64_t g_stride = io.g.stride;
     const T* lse = io.lse + row0;
-    pack_rows(q, tp, dp, pr.q + row0 * d, t, d, pr.scale);
-    pack_rows(ghat, tp, dp, g_src, t, d);
+    pack_rows(q, tp, dp, pr.q.rows(b, h), pr.q.stride, t, d, pr.scale);
+    pack_rows(ghat, tp, dp, g_src, g_stride, t, d);
     std::fill(delta, delta + tp, T(0));
     for (int64_t i = 0; i < t; ++i) {
       if (pr.affine())
@@ -229,7 +231,7 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
       for (int64_t i = 0; i < t; ++i) {
         if (pr.causal)
           for (int64_t x = 0; x < d; ++x) u[x] += v[i * dp + x];
-        const T* gi = g_src + i * d;
+        const T* gi = g_src + i * g_stride;
         io.dalpha[row0 + i] = dot(gi, s_src + i * d, d) - dot(gi, u, d) / pr.affine_count(i);
       }
       // dV_j += sum over the queries i that see j of beta_i G_i: a suffix sum over i >= j
@@ -237,7 +239,7 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
       std::fill(u, u + dp, T(0));
       auto add_beta_g = [&](int64_t i) {
         const T beta = (pr.alpha_ma[h] - pr.alpha[row0 + i]) / pr.affine_count(i);
-        for (int64_t x = 0; x < d; ++x) u[x] += beta * g_src[i * d + x];
+        for (int64_t x = 0; x < d; ++x) u[x] += beta * g_src[i * g_stride + x];
       };
       if (pr.causal) {
         for (int64_t j = t - 1; j >= 0; --j) {
@@ -261,15 +263,23 @@ void backward_kv_head(const Problem<T>& pr, int64_t b, int64_t g, const Backward
     }
 }
 
-// The core's inputs in the compute dtype (f32 for bf16), contiguous.
+// x in dtype dt with a unit stride along its last dim: x itself when it already is (the kernels
+// read q, k and v through their other strides: v, a slice of the fused projection, is never
+// copied), else a contiguous copy.
+Tensor rows_as(const Tensor& x, DType dt) {
+  return x.dtype() == dt && x.strides().back() == 1 ? x : contiguous_as(x, dt);
+}
+
+// The core's inputs in the compute dtype (f32 for bf16): q, k and v with a unit stride along d,
+// the others contiguous.
 struct Inputs {
   bool causal;
   AffineN affine_n;
   Tensor q, k, v, alpha, alpha_ma, sigma;
 
   Inputs(const AttentionSpec& in, DType dt)
-      : causal(in.causal), affine_n(in.affine_n), q(contiguous_as(in.q, dt)), k(contiguous_as(in.k, dt)),
-        v(contiguous_as(in.v, dt)), alpha(contiguous_as(in.alpha, dt)), alpha_ma(contiguous_as(in.alpha_ma, dt)),
+      : causal(in.causal), affine_n(in.affine_n), q(rows_as(in.q, dt)), k(rows_as(in.k, dt)), v(rows_as(in.v, dt)),
+        alpha(contiguous_as(in.alpha, dt)), alpha_ma(contiguous_as(in.alpha_ma, dt)),
         sigma(contiguous_as(in.sigma, dt)) {}
 
   template <class T>
@@ -318,7 +328,7 @@ std::vector<Tensor> backward(const Inputs& in, const AttentionForward& saved, co
          dv = Tensor::empty(in.v.shape(), dt);
   Tensor dalpha = pr.affine() ? Tensor::empty(in.alpha.shape(), dt) : Tensor();
   std::vector<double> dsigma_parts(size_t(pr.sink() ? pr.batch * pr.heads : 0));
-  const BackwardIo<T> io{g.data<T>(), saved.s.data<T>(), saved.lse.data<T>(), dq.data<T>(), dk.data<T>(),
+  const BackwardIo<T> io{{g.data<T>(), g}, saved.s.data<T>(), saved.lse.data<T>(), dq.data<T>(), dk.data<T>(),
                          dv.data<T>(), pr.affine() ? dalpha.data<T>() : nullptr, dsigma_parts.data()};
   cpu::parallel_for(pr.batch * pr.kv_heads, 1, [&](int64_t begin, int64_t end) {
     for (int64_t bg = begin; bg < end; ++bg) backward_kv_head(pr, bg / pr.kv_heads, bg % pr.kv_heads, io);
@@ -355,7 +365,7 @@ AttentionGrads CpuBackend::attention_backward(const AttentionSpec& core, const A
                                               const Tensor& d_out) {
   const DType dt = core.q.dtype(), ct = compute_dtype(dt);
   const Inputs inputs(core, ct);
-  const Tensor g = contiguous_as(d_out, ct);
+  const Tensor g = rows_as(d_out, ct);
   std::vector<Tensor> grads =
       ct == DType::f64 ? backward<double>(inputs, saved, g) : backward<float>(inputs, saved, g);
   for (Tensor& x : grads) x = contiguous_as(x, dt);

@@ -163,29 +163,29 @@ void mma_at(T* c, int64_t ldc, const T* a, int64_t lda, const T* b, int64_t ldb,
   product<T, true>(c, ldc, a, lda, b, ldb, m, n, k, true);
 }
 
-// dst[tp][dp] = scale * src[t][d], zero padded.
+// dst[tp][dp] = scale * src[t][d] (src's rows `stride` apart), zero padded.
 template <class T>
-void pack_rows(T* __restrict dst, int64_t tp, int64_t dp, const T* __restrict src, int64_t t, int64_t d,
-               T scale = T(1)) {
+void pack_rows(T* __restrict dst, int64_t tp, int64_t dp, const T* __restrict src, int64_t stride, int64_t t,
+               int64_t d, T scale = T(1)) {
   for (int64_t i = 0; i < t; ++i) {
     T* __restrict row = dst + i * dp;
-    const T* __restrict from = src + i * d;
+    const T* __restrict from = src + i * stride;
     for (int64_t x = 0; x < d; ++x) row[x] = scale * from[x];
     for (int64_t x = d; x < dp; ++x) row[x] = T(0);
   }
   std::fill(dst + t * dp, dst + tp * dp, T(0));
 }
 
-// src[t][d]^T in key tiles: dst[tp / kKeyCols][dp][kKeyCols], zero padded. The tile of keys
+// src[t][d]^T (rows `stride` apart) in key tiles: dst[tp / kKeyCols][dp][kKeyCols], zero padded. The tile of keys
 // [j0, j0 + kKeyCols) starts at dst + j0 * dp, with leading dimension kKeyCols: a product's B
 // panel is then one contiguous block instead of dp rows a whole T apart (which would also
 // fall into a handful of L1 sets).
 template <class T>
-void pack_key_tiles(T* dst, int64_t tp, int64_t dp, const T* src, int64_t t, int64_t d) {
+void pack_key_tiles(T* dst, int64_t tp, int64_t dp, const T* src, int64_t stride, int64_t t, int64_t d) {
   std::fill(dst, dst + dp * tp, T(0));
   for (int64_t j = 0; j < t; ++j) {
     T* tile = dst + (j / kKeyCols) * kKeyCols * dp + j % kKeyCols;
-    for (int64_t x = 0; x < d; ++x) tile[x * kKeyCols] = src[j * d + x];
+    for (int64_t x = 0; x < d; ++x) tile[x * kKeyCols] = src[j * stride + x];
   }
 }
 
@@ -292,7 +292,30 @@ T dot(const T* a, const T* b, int64_t n) {
   return sum;
 }
 
-// Shapes, kind and raw inputs of one attention core (contiguous, compute dtype T).
+// A [B, H, T, d] tensor read in place, with any strides but a unit one along d: the T rows of
+// head h of batch row b start at rows(b, h), `stride` elements apart. v is a view of the joint
+// projection and O's cotangent a permuted view ([B, T, H, d] in memory): the kernels copy their
+// rows into packed tiles anyway, so neither needs a transposing copy first. (O itself is written
+// contiguous: written in [B, T, H, d] to spare the permute after the core, its rows and S's lie
+// H d apart, and the kernels' strided writes and S's strided reads in the backward cost more
+// than the copy they spare: on a 1-thread KD step, 170 samples in the forward kernel, S's dot
+// products and the copies, against 136 with O contiguous.)
+template <class P>
+struct HeadRows {
+  P* data = nullptr;
+  int64_t batch_stride = 0, head_stride = 0, stride = 0;
+
+  HeadRows() = default;
+  HeadRows(P* data_, const Tensor& x)
+      : data(data_), batch_stride(x.strides()[0]), head_stride(x.strides()[1]), stride(x.strides()[2]) {
+    check(x.dim() == 4 && x.strides()[3] == 1, "attention", "the kernels read [B, H, T, d] tensors with a unit stride along d, got shape ",
+          to_string(x.shape()), " with strides ", to_string(x.strides()));
+  }
+  P* rows(int64_t b, int64_t h) const { return data + b * batch_stride + h * head_stride; }
+};
+
+// Shapes, kind and raw inputs of one attention core (compute dtype T): q, k and v as HeadRows,
+// the others contiguous.
 template <class T>
 struct Problem {
   int64_t batch = 0, heads = 0, kv_heads = 0, t = 0, d = 0;
@@ -300,9 +323,7 @@ struct Problem {
   bool causal = true;
   AffineN affine_n = AffineN::visible;
   T scale = 0;  // c = 1 / sqrt(d)
-  const T* q = nullptr;
-  const T* k = nullptr;
-  const T* v = nullptr;
+  HeadRows<const T> q, k, v;    // [B, H, T, d], [B, Hkv, T, d], [B, Hkv, T, d]
   const T* alpha = nullptr;     // [B, H, T], affine only
   const T* alpha_ma = nullptr;  // [H], affine only
   const T* sigma = nullptr;     // [H], sink only
@@ -311,7 +332,7 @@ struct Problem {
           const Tensor& alpha_, const Tensor& alpha_ma_, const Tensor& sigma_)
       : batch(q_.size(0)), heads(q_.size(1)), kv_heads(k_.size(1)), t(q_.size(2)), d(q_.size(3)),
         tp(round_up(t, kKeyCols)), dp(round_up(d, lanes<T>)), causal(causal_), affine_n(affine_n_),
-        scale(T(1) / std::sqrt(T(d))), q(q_.data<T>()), k(k_.data<T>()), v(v_.data<T>()),
+        scale(T(1) / std::sqrt(T(d))), q(q_.data<T>(), q_), k(k_.data<T>(), k_), v(v_.data<T>(), v_),
         alpha(alpha_.defined() ? alpha_.data<T>() : nullptr),
         alpha_ma(alpha_ma_.defined() ? alpha_ma_.data<T>() : nullptr),
         sigma(sigma_.defined() ? sigma_.data<T>() : nullptr) {}

@@ -409,21 +409,45 @@ TEST_CASE("attention_fused: inputs are checked, alpha_ma gets no gradient") {
   CHECK(max_abs_diff(grads[0], zeros_like(core.alpha_ma)) == 0.0);
 }
 
-TEST_CASE("attention_fused reads strided inputs") {
-  // q, k, v as the projections leave them, [B, T, H, d], viewed as [B, H, T, d].
-  Case c{Kind::affine, true, 2, 4, 2, 33, 8, AffineN::visible};
-  const AttentionCore core = make_core(c, DType::f64, 97);
-  AttentionCore strided = core;
-  auto as_view = [](const Tensor& x) { return permute(contiguous(permute(x, {0, 2, 1, 3})), {0, 2, 1, 3}); };
-  strided.q = as_view(core.q);
-  strided.k = as_view(core.k);
-  strided.v = as_view(core.v);
-  REQUIRE(!strided.q.is_contiguous());
-  Generator gen(98);
-  const Tensor cotangent = randn(core.q.shape(), gen, DType::f64);
-  auto [y, grads] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
-  auto [y_strided, grads_strided] =
-      vjp(as_function(strided, attention_fused), differentiable_inputs(strided), cotangent);
-  CHECK(max_abs_diff(y, y_strided) == 0.0);
-  for (size_t i = 0; i < grads.size(); ++i) CHECK(max_abs_diff(grads[i], grads_strided[i]) == 0.0);
+TEST_CASE("attention_fused reads strided inputs and cotangents in place") {
+  // q, k and v as the model hands them over: slices of one joint projection [B, T, H d + 2 Hkv d
+  // + extra] (rows a width apart that is no multiple of a cache line), viewed as [B, H, T, d]; the
+  // cotangent as o_proj's backward hands it back, [B, T, H, d] in memory. The fused core must give
+  // the bits it gives for contiguous copies of the same values, and the composed core's values.
+  for (Kind kind : {Kind::softmax, Kind::sink, Kind::affine})
+    for (DType dt : {DType::f64, DType::f32}) {
+      Case c{kind, true, 2, 4, 2, 33, 8, AffineN::visible};
+      INFO(c.str(), " ", dt);
+      const AttentionCore core = make_core(c, dt, 97);
+      const int64_t b = c.batch, t = c.t, d = c.d, extra = 3;
+      auto tokens_first = [&](const Tensor& x) { return reshape(permute(x, {0, 2, 1, 3}), {b, t, x.size(1) * d}); };
+      Generator gen(98);
+      const Tensor joint = contiguous(concat({tokens_first(core.q), tokens_first(core.k), tokens_first(core.v),
+                                              randn({b, t, extra}, gen, dt)},
+                                             2));
+      AttentionCore strided = core;
+      auto heads_view = [&](int64_t from, int64_t heads) {
+        return permute(reshape(slice(joint, 2, from * d, (from + heads) * d), {b, t, heads, d}), {0, 2, 1, 3});
+      };
+      strided.q = heads_view(0, c.heads);
+      strided.k = heads_view(c.heads, c.kv_heads);
+      strided.v = heads_view(c.heads + c.kv_heads, c.kv_heads);
+      REQUIRE(!strided.q.is_contiguous());
+      REQUIRE(max_abs_diff(strided.v, core.v) == 0.0);
+      const Tensor cotangent = randn(core.q.shape(), gen, dt);
+      const Tensor cotangent_strided = permute(contiguous(permute(cotangent, {0, 2, 1, 3})), {0, 2, 1, 3});
+      REQUIRE(!cotangent_strided.is_contiguous());
+
+      auto [y, grads] = vjp(as_function(core, attention_fused), differentiable_inputs(core), cotangent);
+      auto [y_strided, grads_strided] =
+          vjp(as_function(strided, attention_fused), differentiable_inputs(strided), cotangent_strided);
+      CHECK(max_abs_diff(y, y_strided) == 0.0);
+      for (size_t i = 0; i < grads.size(); ++i) CHECK(max_abs_diff(grads[i], grads_strided[i]) == 0.0);
+
+      auto [composed, composed_grads] =
+          vjp(as_function(core, attention_composed), differentiable_inputs(core), cotangent);
+      const double tol = dt == DType::f64 ? 1e-12 : 1e-4;
+      CHECK(rel_diff(y_strided, composed) <= tol);
+      for (size_t i = 0; i < grads.size(); ++i) CHECK(rel_diff(grads_strided[i], composed_grads[i]) <= tol);
+    }
 }
