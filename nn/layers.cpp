@@ -131,8 +131,12 @@ void SwiGLU::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
 }
 
 Tensor SwiGLU::apply(const Tensor& x, const ParamView& ps) const {
-  Tensor g = Linear{dim, hidden, bias}.apply(x, ps.sub("gate_proj"));
-  Tensor u = Linear{dim, hidden, bias}.apply(x, ps.sub("up_proj"));
+  // gate and up in one product: x is read once, and the backward pass gets x's cotangent from one
+  // product over both (swiglu's kernels return g's and u's cotangents side by side, in place).
+  const std::vector<Tensor> gu =
+      joint_linear(x, {ps["gate_proj.weight"], ps["up_proj.weight"]},
+                   {bias ? ps["gate_proj.bias"] : Tensor(), bias ? ps["up_proj.bias"] : Tensor()});
+  const Tensor &g = gu[0], &u = gu[1];
   Tensor h = act == MlpActivation::silu ? swiglu(g, u) : gelu_tanh(g) * u;
   return Linear{hidden, dim, bias}.apply(h, ps.sub("down_proj"));
 }

@@ -8,6 +8,8 @@
 // composed square-then-sum does); bf16 rows are converted to f32 once per row or tile.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -154,55 +156,171 @@ void rms_norm_backward_typed(const Tensor& dy, const Tensor& x, const Tensor& we
 
 // ---- swiglu ----
 
-// Calls tile(offset, length) over [0, n) in tiles of kTile, in parallel chunks fixed by n.
+// A tensor as `rows` rows of `width` elements, each row contiguous and `stride` elements after the
+// one before: g and u are read this way in place, as the slices of the joint gate/up projection
+// ([..., 2 width], so stride = 2 width) or as plain contiguous tensors (stride = width).
+template <class P>
+struct RowsOf {
+  P* data = nullptr;
+  int64_t stride = 0;
+  P* row(int64_t r) const { return data + r * stride; }
+};
+
+// The row stride of x as [rows, x.size(-1)] (0 where one row is broadcast to all), or -1 where
+// its rows are not evenly spaced contiguous runs.
+int64_t row_stride(const Tensor& x) {
+  const int64_t dims = x.dim();
+  if (dims == 0) return 1;
+  const int64_t width = x.size(-1);
+  if (width > 1 && x.strides().back() != 1) return -1;
+  std::optional<int64_t> stride;
+  int64_t expect = 0;  // the stride the next outer dim must have
+  for (int64_t i = dims - 2; i >= 0; --i) {
+    const int64_t size = x.size(i), step = x.strides()[size_t(i)];
+    if (size == 1) continue;
+    if (!stride) stride = step;
+    else if (step != expect) return -1;
+    expect = step * size;
+  }
+  return stride.value_or(width);
+}
+
+// x in place when its rows are evenly spaced contiguous runs, else a contiguous copy.
+template <class T>
+RowsOf<const T> rows_of(const Tensor& x, Tensor& keep) {
+  const int64_t stride = row_stride(x);
+  keep = stride >= 0 ? x : contiguous_as(x);
+  return {keep.data<T>(), stride >= 0 ? stride : row_stride(keep)};
+}
+
+// Calls tile(row, offset, length) over `rows` rows of `width` elements, in tiles of at most kTile
+// elements, in parallel chunks fixed by the sizes. Contiguous rows are walked as one long row.
 template <class F>
-void for_tiles(int64_t n, F&& tile) {
-  cpu::parallel_for(n, cpu::kSerialElements, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; i += kTile) tile(i, std::min(kTile, i1 - i));
+void for_row_tiles(int64_t rows, int64_t width, bool contiguous, F&& tile) {
+  if (contiguous) {
+    cpu::parallel_for(rows * width, cpu::kSerialElements, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; i += kTile) tile(0, i, std::min(kTile, i1 - i));
+    });
+    return;
+  }
+  cpu::parallel_for(rows, row_grain(width), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < width; c += kTile) tile(r, c, std::min(kTile, width - c));
   });
 }
 
+// Eigen evaluates an expression's whole packets with its vectorized exp, and any element ahead of
+// an aligned destination or past the last whole packet with the scalar std::exp, which rounds
+// differently. So every swiglu tile is evaluated as whole aligned packets: in place when it is
+// one (the tiles of contiguous tensors, and of rows whose width is a multiple of kTile, as every
+// HF model's MLP is), else through zero-padded stack tiles. An element's bits then never depend
+// on where its tile lies: g and u in place in the joint projection give the bits of contiguous
+// copies.
+constexpr int64_t kPacket = 16;  // elements of the widest packet, AVX-512 f32
+
+constexpr int64_t in_packets(int64_t len) { return (len + kPacket - 1) / kPacket * kPacket; }
+
+bool whole_packets(const void* dst, int64_t len) {
+  return len % kPacket == 0 && reinterpret_cast<uintptr_t>(dst) % 64 == 0;
+}
+
+// n = len rounded up to whole packets of src in the compute type: src itself when it is in the
+// compute type and n = len, else converted into `buffer`, zero padded.
 template <class T>
-void swiglu_forward_typed(const T* gp, const T* up, T* yp, int64_t n) {
+const compute_t<T>* padded_compute(const T* src, int64_t len, int64_t n, std::vector<compute_t<T>>& buffer) {
+  if (std::is_same_v<T, compute_t<T>> && n == len) return in_compute(src, len, buffer);
+  buffer.assign(size_t(n), compute_t<T>(0));
+  for (int64_t i = 0; i < len; ++i) buffer[size_t(i)] = compute_t<T>(src[i]);
+  return buffer.data();
+}
+
+template <class C>
+using Aligned = Eigen::Map<Array<C>, Eigen::Aligned64>;
+
+template <class T>
+void swiglu_forward_typed(RowsOf<const T> gr, RowsOf<const T> ur, RowsOf<T> yr, int64_t rows, int64_t width) {
   using C = compute_t<T>;
-  for_tiles(n, [&](int64_t i0, int64_t len) {
+  const bool contiguous = gr.stride == width && ur.stride == width && yr.stride == width;
+  for_row_tiles(rows, width, contiguous, [&](int64_t r, int64_t i0, int64_t len) {
+    T* yp = yr.row(r) + i0;
+    const int64_t n = in_packets(len);
     thread_local std::vector<C> g_buffer, u_buffer;
-    Eigen::Map<const Array<C>> g(in_compute(gp + i0, len, g_buffer), len), u(in_compute(up + i0, len, u_buffer), len);
+    Eigen::Map<const Array<C>> g(padded_compute(gr.row(r) + i0, len, n, g_buffer), n),
+        u(padded_compute(ur.row(r) + i0, len, n, u_buffer), n);
     if constexpr (std::is_same_v<T, C>) {
       // The composed silu(g) * u: silu rounded to C, then the product.
-      Eigen::Map<Array<C>>(yp + i0, len) = g * (C(1) + (-g).exp()).inverse() * u;
+      if (whole_packets(yp, len)) {
+        Aligned<C>(yp, n) = g * (C(1) + (-g).exp()).inverse() * u;
+      } else {
+        alignas(64) C y_tile[kTile];
+        Aligned<C>(y_tile, n) = g * (C(1) + (-g).exp()).inverse() * u;
+        std::copy(y_tile, y_tile + len, yp);
+      }
     } else {
       alignas(64) C silu_tile[kTile];  // on the stack: an Array here was a malloc per tile
-      Eigen::Map<Array<C>> silu(silu_tile, len);
+      Aligned<C> silu(silu_tile, n);
       silu = g * (C(1) + (-g).exp()).inverse();
-      for (int64_t i = 0; i < len; ++i) yp[i0 + i] = convert<T>(round_to<T>(silu[i]) * u[i]);
+      for (int64_t i = 0; i < len; ++i) yp[i] = convert<T>(round_to<T>(silu[i]) * u[i]);
     }
   });
 }
 
 template <class T>
-void swiglu_backward_typed(const T* dyp, const T* gp, const T* up, T* dgp, T* dup, int64_t n) {
+void swiglu_backward_typed(RowsOf<const T> dyr, RowsOf<const T> gr, RowsOf<const T> ur, RowsOf<T> dgr, RowsOf<T> dur,
+                           int64_t rows, int64_t width) {
   using C = compute_t<T>;
-  for_tiles(n, [&](int64_t i0, int64_t len) {
+  const bool contiguous = dyr.stride == width && gr.stride == width && ur.stride == width && dgr.stride == width &&
+                          dur.stride == width;
+  for_row_tiles(rows, width, contiguous, [&](int64_t r, int64_t i0, int64_t len) {
+    T *dgp = dgr.row(r) + i0, *dup = dur.row(r) + i0;
+    const int64_t n = in_packets(len);
     thread_local std::vector<C> dy_buffer, g_buffer, u_buffer;
-    alignas(64) C s_tile[kTile], dg_tile[kTile];
-    Eigen::Map<Array<C>> s(s_tile, len), dg(dg_tile, len);
-    Eigen::Map<const Array<C>> dy(in_compute(dyp + i0, len, dy_buffer), len);
-    Eigen::Map<const Array<C>> g(in_compute(gp + i0, len, g_buffer), len), u(in_compute(up + i0, len, u_buffer), len);
+    alignas(64) C s_tile[kTile], dg_tile[kTile], du_tile[kTile];
+    Aligned<C> s(s_tile, n);
+    Eigen::Map<const Array<C>> dy(padded_compute(dyr.row(r) + i0, len, n, dy_buffer), n);
+    Eigen::Map<const Array<C>> g(padded_compute(gr.row(r) + i0, len, n, g_buffer), n),
+        u(padded_compute(ur.row(r) + i0, len, n, u_buffer), n);
     s = (C(1) + (-g).exp()).inverse();  // sigmoid(g)
     // d silu(g) = s (1 + g (1 - s)), after the product's dy u (the composed order); du takes
     // silu(g) as the forward rounded it.
     if constexpr (std::is_same_v<T, C>) {
-      Eigen::Map<Array<C>>(dgp + i0, len) = dy * u * s * (C(1) + g * (C(1) - s));
-      Eigen::Map<Array<C>>(dup + i0, len) = dy * (g * s);
+      const bool in_place = whole_packets(dgp, len) && whole_packets(dup, len);
+      Aligned<C> dg(in_place ? dgp : dg_tile, n), du(in_place ? dup : du_tile, n);
+      dg = dy * u * s * (C(1) + g * (C(1) - s));
+      du = dy * (g * s);
+      if (!in_place) {
+        std::copy(dg_tile, dg_tile + len, dgp);
+        std::copy(du_tile, du_tile + len, dup);
+      }
     } else {
+      Aligned<C> dg(dg_tile, n);
       dg = dy * u * s * (C(1) + g * (C(1) - s));
       for (int64_t i = 0; i < len; ++i) {
-        dgp[i0 + i] = convert<T>(dg[i]);
-        dup[i0 + i] = convert<T>(dy[i] * round_to<T>(g[i] * s[i]));
+        dgp[i] = convert<T>(dg[i]);
+        dup[i] = convert<T>(dy[i] * round_to<T>(g[i] * s[i]));
       }
     }
   });
+}
+
+// dg and du for g and u of one shape: when g and u are the two halves of one joint tensor
+// [..., 2 width] (the slices of the joint gate/up projection), views of one buffer of that joint
+// shape, so that the joint value's cotangent needs no assembling (autograd/engine.cpp); else two
+// contiguous tensors.
+SwigluGrads swiglu_grads_like(const Tensor& g, const Tensor& u) {
+  const int64_t width = g.dim() == 0 ? 1 : g.size(-1);
+  const bool halves = g.dim() > 0 && width > 0 && g.same_storage(u) && g.strides() == u.strides() &&
+                      u.offset() == g.offset() + width && row_stride(g) == 2 * width &&
+                      g.strides() == contiguous_strides([&] {
+                        Shape joint = g.shape();
+                        joint.back() *= 2;
+                        return joint;
+                      }());
+  if (!halves) return {Tensor::empty(g.shape(), g.dtype()), Tensor::empty(g.shape(), g.dtype())};
+  Shape joint_shape = g.shape();
+  joint_shape.back() *= 2;
+  const Tensor joint = Tensor::empty(joint_shape, g.dtype());
+  return {joint.as_strided(g.shape(), g.strides(), 0), joint.as_strided(g.shape(), g.strides(), width)};
 }
 
 // ---- rope ----
@@ -318,22 +436,27 @@ RmsNormGrads CpuBackend::rms_norm_backward(const Tensor& dy, const Tensor& x, co
 }
 
 Tensor CpuBackend::swiglu_forward(const Tensor& g, const Tensor& u) {
-  const Tensor gc = contiguous_as(g), uc = contiguous_as(u);
   Tensor y = Tensor::empty(g.shape(), g.dtype());
+  if (y.numel() == 0) return y;
+  const int64_t width = g.dim() == 0 ? 1 : g.size(-1), rows = y.numel() / width;
   dispatch_floating("swiglu", g.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    swiglu_forward_typed<T>(gc.data<T>(), uc.data<T>(), y.data<T>(), y.numel());
+    Tensor gk, uk;
+    swiglu_forward_typed<T>(rows_of<T>(g, gk), rows_of<T>(u, uk), {y.data<T>(), width}, rows, width);
   });
   return y;
 }
 
 SwigluGrads CpuBackend::swiglu_backward(const Tensor& dy, const Tensor& g, const Tensor& u) {
-  const Tensor dyc = contiguous_as(dy), gc = contiguous_as(g), uc = contiguous_as(u);
-  SwigluGrads out{Tensor::empty(g.shape(), g.dtype()), Tensor::empty(g.shape(), g.dtype())};
+  SwigluGrads out = swiglu_grads_like(g, u);
+  if (g.numel() == 0) return out;
+  const int64_t width = g.dim() == 0 ? 1 : g.size(-1), rows = g.numel() / width;
   dispatch_floating("swiglu", g.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    swiglu_backward_typed<T>(dyc.data<T>(), gc.data<T>(), uc.data<T>(), out.dg.data<T>(), out.du.data<T>(),
-                             g.numel());
+    Tensor dyk, gk, uk;
+    swiglu_backward_typed<T>(rows_of<T>(dy, dyk), rows_of<T>(g, gk), rows_of<T>(u, uk),
+                             {out.dg.data<T>(), row_stride(out.dg)}, {out.du.data<T>(), row_stride(out.du)}, rows,
+                             width);
   });
   return out;
 }

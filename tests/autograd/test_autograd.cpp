@@ -172,6 +172,31 @@ TEST_CASE("slices of one value: their cotangents are assembled in place") {
   SUBCASE("strided parts on two axes") { check_parts({{1, 0, 7, 2}, {1, 1, 7, 2}, {0, 1, 3, 1}}, true); }
   SUBCASE("an empty part") { check_parts({{1, 0, 7, 1}, {1, 3, 3, 1}}, false); }
 
+  SUBCASE("parts whose cotangents already lie side by side in one buffer") {
+    // y = x (a probe that keeps the cotangent it is handed), cut into columns [0, 3) and [3, 7);
+    // one op takes both parts and hands back their cotangents as views of one buffer, each in
+    // its part's place (as swiglu's kernels do for the joint gate/up projection), or swapped.
+    for (bool in_place : {true, false}) {
+      CAPTURE(in_place);
+      const Tensor buffer = randn({rows, cols}, gen, DType::f64);
+      const Tensor left = slice(buffer, 1, 0, 3), right = slice(buffer, 1, 3, 7);
+      // Swapped: the same values, but the view of the right part is taken from the left columns.
+      const Tensor right_elsewhere = contiguous(right);
+      Tensor seen;
+      const Tensor xt = track(x);
+      const Tensor y = record("probe", xt.detach(), {xt}, [&seen](const Tensor& c) {
+        seen = c;
+        return std::vector{c};
+      });
+      const Tensor out = record("pair", zeros({}, DType::f64), {slice(y, 1, 0, 3), slice(y, 1, 3, 7)},
+                                [&](const Tensor&) { return std::vector{left, in_place ? right : right_elsewhere}; });
+      const Tensor g = gradients(out, ones({}, DType::f64), {xt})[0];
+      check_close(g, buffer.to_vector<double>());
+      check_close(seen, buffer.to_vector<double>());
+      CHECK(seen.same_storage(buffer) == in_place);
+    }
+  }
+
   SUBCASE("a slice of a slice, and the gradient of a slice itself") {
     const Tensor w = randn({rows, 2}, gen, DType::f64);
     const Tensor xt = track(x);

@@ -16,6 +16,7 @@
 #include "autograd/gradcheck.hpp"
 #include "nn/fused.hpp"
 #include "nn/layers.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 using namespace cotan;
@@ -158,6 +159,48 @@ TEST_CASE("swiglu matches silu(g) * u: forward and gradients") {
     // More elements than one parallel chunk.
     expect_matches(swiglu_fused, swiglu_reference, {normal({70000}, gen, dt), normal({70000}, gen, dt)}, seed,
                    what + " long");
+    // g and u as the two halves of one joint projection [..., 2 width], read in place; rows wider
+    // than a tile and more rows than one parallel chunk.
+    for (const Shape& joint_shape : {Shape{3, 5, 134}, Shape{2, 150, 600}}) {
+      const Tensor joint = normal(joint_shape, gen, dt, 4.0);
+      const int64_t width = joint_shape.back() / 2;
+      expect_matches(
+          [width](X x) { return swiglu(slice(x[0], -1, 0, width), slice(x[0], -1, width, 2 * width)); },
+          [width](X x) { return swiglu_composed(slice(x[0], -1, 0, width), slice(x[0], -1, width, 2 * width)); },
+          {joint}, seed, what + " halves of " + to_string(joint_shape));
+    }
+  }
+}
+
+// The joint gate/up projection's halves: the kernels read them in place and return their
+// cotangents side by side in one buffer of the joint shape, which the backward pass then takes as
+// the joint value's cotangent without assembling it. The bits are those of contiguous copies.
+TEST_CASE("swiglu on the halves of one tensor: in place, cotangents side by side") {
+  Generator gen(48);
+  for (DType dt : kDtypes) {
+    for (int64_t width : {300, 301, 512}) {
+      // 300 and 301: rows of a ragged last tile, 301 also on no aligned address.
+      CAPTURE(dt);
+      CAPTURE(width);
+      const Tensor joint = normal({2, 7, 2 * width}, gen, dt, 4.0), dy = normal({2, 7, width}, gen, dt);
+      const Tensor g = slice(joint, -1, 0, width), u = slice(joint, -1, width, 2 * width);
+      const Tensor gc = contiguous(g), uc = contiguous(u);
+      Backend& cpu = backend(Device::cpu());
+      CHECK(same_bits(cpu.swiglu_forward(g, u), cpu.swiglu_forward(gc, uc)));
+      const SwigluGrads halves = cpu.swiglu_backward(dy, g, u), apart = cpu.swiglu_backward(dy, gc, uc);
+      CHECK(same_bits(halves.dg, apart.dg));
+      CHECK(same_bits(halves.du, apart.du));
+      CHECK(halves.dg.same_storage(halves.du));
+      CHECK(halves.du.offset() - halves.dg.offset() == width);
+      CHECK(halves.dg.strides() == Strides{7 * 2 * width, 2 * width, 1});
+      CHECK(!apart.dg.same_storage(apart.du));
+
+      // Through autograd: the joint value's cotangent is the two halves' side by side.
+      auto halves_of = [width](X x) { return swiglu(slice(x[0], -1, 0, width), slice(x[0], -1, width, 2 * width)); };
+      const Tensor joint_grad = vjp(halves_of, {joint}, dy).second[0];
+      const Tensor expected = concat({apart.dg, apart.du}, -1);
+      CHECK(same_bits(joint_grad, expected));
+    }
   }
 }
 
@@ -333,4 +376,46 @@ TEST_CASE("the layers run the fused ops") {
   const Tensor u = matmul(x, transpose(mlp.at("mlp.up_proj.weight")));
   const Tensor expected = matmul(swiglu(g, u), transpose(mlp.at("mlp.down_proj.weight")));
   CHECK(same_bits(SwiGLU{16, 24}.apply(x, view), expected));
+}
+
+// SwiGLU runs gate and up as one product: its gradients against the two separate products of
+// the composed MLP, in f64 and f32, with and without biases.
+TEST_CASE("SwiGLU: one gate/up product, the gradients of two") {
+  Generator gen(9);
+  for (DType dt : {DType::f64, DType::f32})
+    for (bool bias : {false, true}) {
+      CAPTURE(dt);
+      CAPTURE(bias);
+      const int64_t dim = 16, hidden = 40;
+      std::vector<Tensor> inputs{normal({2, 5, dim}, gen, dt), normal({hidden, dim}, gen, dt),
+                                 normal({hidden, dim}, gen, dt), normal({dim, hidden}, gen, dt)};
+      if (bias)
+        for (const Shape& shape : {Shape{hidden}, Shape{hidden}, Shape{dim}}) inputs.push_back(normal(shape, gen, dt));
+      const Tensor cotangent = normal({2, 5, dim}, gen, dt);
+      auto [y, grads] = vjp(
+          [&](X in) {
+            Params ps{{"gate_proj.weight", in[1]}, {"up_proj.weight", in[2]}, {"down_proj.weight", in[3]}};
+            if (bias) {
+              ps["gate_proj.bias"] = in[4];
+              ps["up_proj.bias"] = in[5];
+              ps["down_proj.bias"] = in[6];
+            }
+            return SwiGLU{dim, hidden, MlpActivation::silu, bias}.apply(in[0], ParamView(ps));
+          },
+          inputs, cotangent);
+      auto [y_ref, grads_ref] = vjp(
+          [&](X in) {
+            auto linear = [&](const Tensor& x, size_t w, size_t b) {
+              const Tensor out = matmul(x, transpose(in[w]));
+              return bias ? out + in[b] : out;
+            };
+            return linear(silu(linear(in[0], 1, 4)) * linear(in[0], 2, 5), 3, 6);
+          },
+          inputs, cotangent);
+      CHECK(rel_diff(y, y_ref) <= tolerance(dt));
+      for (size_t i = 0; i < grads.size(); ++i) {
+        CAPTURE(i);
+        CHECK(rel_diff(grads[i], grads_ref[i]) <= tolerance(dt));
+      }
+    }
 }
