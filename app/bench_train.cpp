@@ -191,7 +191,8 @@ int bench_train(const Args& args) {
   config.compute_dtype = compute;
   train::AdamW optimizer(config.adamw, student.param_specs());
   // The weights and the batch are made on the CPU (the same bits on any device), then moved.
-  teacher_params = nn::cast(nn::to(teacher_params, device), compute);
+  // The frozen teacher's stacked projections laid out as `cotan distill` lays them (nn::adjoin).
+  teacher_params = nn::adjoin(nn::cast(nn::to(teacher_params, device), compute), teacher.joint_weight_groups());
   teacher_state = nn::cast(nn::to(teacher_state, device), compute);
   params = nn::to(params, device);
   state = nn::to(state, device);

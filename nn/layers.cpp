@@ -133,9 +133,10 @@ void SwiGLU::specs(std::vector<ParamSpec>& s, const std::string& prefix) const {
 Tensor SwiGLU::apply(const Tensor& x, const ParamView& ps) const {
   // gate and up in one product: x is read once, and the backward pass gets x's cotangent from one
   // product over both (swiglu's kernels return g's and u's cotangents side by side, in place).
+  std::vector<Tensor> weights;
+  for (const std::string& name : joint_weights()) weights.push_back(ps[name]);
   const std::vector<Tensor> gu =
-      joint_linear(x, {ps["gate_proj.weight"], ps["up_proj.weight"]},
-                   {bias ? ps["gate_proj.bias"] : Tensor(), bias ? ps["up_proj.bias"] : Tensor()});
+      joint_linear(x, weights, {bias ? ps["gate_proj.bias"] : Tensor(), bias ? ps["up_proj.bias"] : Tensor()});
   const Tensor &g = gu[0], &u = gu[1];
   Tensor h = act == MlpActivation::silu ? swiglu(g, u) : gelu_tanh(g) * u;
   return Linear{hidden, dim, bias}.apply(h, ps.sub("down_proj"));
@@ -167,14 +168,20 @@ void Attention::buffers(State& st, const std::string& prefix, DType dtype) const
   if (kind().core == CoreKind::affine) st.buffers[join(prefix, "alpha_ma")] = zeros({heads}, dtype);
 }
 
+std::vector<std::string> Attention::joint_weights() const {
+  std::vector<std::string> names{"q_proj.weight", "k_proj.weight", "v_proj.weight"};
+  if (kind().core == CoreKind::affine) names.emplace_back(kAlphaProj.name);
+  if (kind().gated) names.emplace_back(kGateProj.name);
+  return names;
+}
+
 Attention::Projections Attention::project_qkv(const Tensor& x, const ParamView& ps) const {
   const int64_t b = x.size(0), t = x.size(1);
   auto heads_first = [&](const Tensor& y, int64_t h) { return permute(reshape(y, {b, t, h, head_dim}), {0, 2, 1, 3}); };
-  std::vector<Tensor> weights{ps["q_proj.weight"], ps["k_proj.weight"], ps["v_proj.weight"]}, biases(3);
+  std::vector<Tensor> weights, biases(3);
+  for (const std::string& name : joint_weights()) weights.push_back(ps[name]);
   if (qkv_bias) biases = {ps["q_proj.bias"], ps["k_proj.bias"], ps["v_proj.bias"]};
   const bool affine = kind().core == CoreKind::affine, gated = kind().gated;
-  if (affine) weights.push_back(ps[kAlphaProj.name]);
-  if (gated) weights.push_back(ps[kGateProj.name]);
   biases.resize(weights.size());  // the extra projections have no bias
   std::vector<Tensor> y = joint_linear(x, weights, biases);
   Projections out{heads_first(y[0], heads), heads_first(y[1], kv_heads), heads_first(y[2], kv_heads), {}, {}};
@@ -234,6 +241,13 @@ void DecoderBlock::specs(std::vector<ParamSpec>& s, const std::string& prefix) c
   attention.specs(s, join(prefix, "self_attn"));
   post_norm.specs(s, join(prefix, "post_attention_layernorm"));
   mlp.specs(s, join(prefix, "mlp"));
+}
+
+void DecoderBlock::joint_weight_groups(std::vector<std::vector<std::string>>& out, const std::string& prefix) const {
+  for (const auto& [names, sub] : {std::pair{attention.joint_weights(), "self_attn"}, std::pair{mlp.joint_weights(), "mlp"}}) {
+    std::vector<std::string>& group = out.emplace_back();
+    for (const std::string& name : names) group.push_back(join(join(prefix, sub), name));
+  }
 }
 
 std::pair<Tensor, State> DecoderBlock::apply(const Tensor& x, const ParamView& ps, const State& st,

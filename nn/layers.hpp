@@ -95,6 +95,8 @@ struct SwiGLU {
   bool bias = false;
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
   Tensor apply(const Tensor& x, const ParamView& ps) const;
+  // The weights apply stacks into one product, in order (names under the MLP's prefix).
+  std::vector<std::string> joint_weights() const { return {"gate_proj.weight", "up_proj.weight"}; }
 };
 
 // What an analysis pass collects from one attention layer. with_weights is the request, set
@@ -144,6 +146,8 @@ struct Attention {
     Tensor q, k, v, alpha_logits, gate_logits;
   };
   Projections project_qkv(const Tensor& x, const ParamView& ps) const;
+  // The weights project_qkv stacks into one product, in order (names under the layer's prefix).
+  std::vector<std::string> joint_weights() const;
 };
 
 struct DecoderBlock {
@@ -151,6 +155,8 @@ struct DecoderBlock {
   Attention attention;
   SwiGLU mlp;
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
+  // The full names of the weights each of its joint products stacks (attention, then MLP).
+  void joint_weight_groups(std::vector<std::vector<std::string>>& out, const std::string& prefix) const;
   std::pair<Tensor, State> apply(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                                  LayerAnalysis* analysis = nullptr, LayerCache* cache = nullptr) const;
   // The block on Tq new tokens per row, x [B, Tq, D] (Attention::extend).

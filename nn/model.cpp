@@ -43,6 +43,12 @@ State CausalLM::init_state(DType dtype) const {
   return st;
 }
 
+std::vector<std::vector<std::string>> CausalLM::joint_weight_groups() const {
+  std::vector<std::vector<std::string>> groups;
+  for (size_t i = 0; i < blocks_.size(); ++i) blocks_[i].joint_weight_groups(groups, layer_prefix(i));
+  return groups;
+}
+
 const Tensor& CausalLM::head_weight(const Params& ps) const {
   ParamView view(ps);
   return config_.tie_word_embeddings ? view["model.embed_tokens.weight"] : view["lm_head.weight"];

@@ -43,6 +43,10 @@ class CausalLM {
   std::pair<Tensor, State> hidden(const Tensor& ids, const Params& ps, const State& st) const;
   // The output projection [V, D] (embed_tokens.weight when tied).
   const Tensor& head_weight(const Params& ps) const;
+  // Per layer, the full names of the weights each joint product stacks (q/k/v with the kind's
+  // extra projections; gate/up): nn::adjoin(ps, groups) lays a frozen model's out so that the
+  // products read them in place instead of stacking copies on every call.
+  std::vector<std::vector<std::string>> joint_weight_groups() const;
   // An evaluation pass that also returns per-layer attention statistics (docs/attention.md, "Attention statistics").
   // With `weights_of_last_layer`, the last layer's analysis also holds batch row 0's attention
   // weights averaged over heads (AttentionStats::weights, [T, T]).

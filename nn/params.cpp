@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "autograd/autograd.hpp"
+#include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::nn {
@@ -84,6 +85,39 @@ Params cast(const Params& ps, DType dtype) {
   Params out;
   for (const auto& [name, t] : ps) out.emplace(name, is_floating(t.dtype()) ? cotan::cast(t, dtype) : t);
   return out;
+}
+
+Params adjoin(Params ps, const std::vector<std::vector<std::string>>& groups) {
+  NoGrad no_grad;
+  for (const std::vector<std::string>& names : groups) {
+    if (names.size() < 2) continue;
+    int64_t rows = 0;
+    const Tensor* first = nullptr;
+    for (const std::string& name : names) {
+      auto it = ps.find(name);
+      check(it != ps.end(), "adjoin", "missing parameter '", name, "'");
+      const Tensor& t = it->second;
+      if (!first) first = &t;
+      check(t.dim() == 2 && t.size(1) == first->size(1) && t.dtype() == first->dtype() &&
+                t.device() == first->device(),
+            "adjoin", "'", name, "' (", to_string(t.shape()), ", ", t.dtype(), ", ", to_string(t.device()),
+            ") does not stack under '", names[0], "' (", to_string(first->shape()), ", ", first->dtype(), ", ",
+            to_string(first->device()), ")");
+      rows += t.size(0);
+    }
+    const int64_t cols = first->size(1);
+    const Tensor joint = Tensor::empty({rows, cols}, first->dtype(), first->device());
+    Backend& kernels = backend(joint.device());
+    int64_t at = 0;
+    for (const std::string& name : names) {
+      Tensor& t = ps.at(name);
+      const Tensor place = joint.as_strided(t.shape(), {cols, 1}, at * cols);
+      kernels.assign(place, t.detach());
+      at += t.size(0);
+      t = place;
+    }
+  }
+  return ps;
 }
 
 State cast(const State& st, DType dtype) {

@@ -69,6 +69,13 @@ State to(const State& st, Device device);
 Params cast(const Params& ps, DType dtype);
 State cast(const State& st, DType dtype);
 
+// ps with each group's tensors (2-D, one column count, dtype and device) laid out as adjacent row
+// blocks of one buffer, in the group's order, so that concatenating them along rows is a view of
+// that buffer, not a copy (joint_linear's stacked weights: CausalLM::joint_weight_groups). Meant
+// for frozen parameters (a distillation teacher): the optimizer updates each parameter on its own.
+// Errors name the group's tensors.
+Params adjoin(Params ps, const std::vector<std::vector<std::string>>& groups);
+
 // Tracks every parameter and returns f's value and its gradient per parameter (same names).
 std::pair<Tensor, Params> value_and_grad(const std::function<Tensor(const Params&)>& f, const Params& ps);
 

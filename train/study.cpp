@@ -779,9 +779,13 @@ StudyResult run_study(StudyConfig config) {
     loaded = teacher_weights(config, in, teacher, run_dir);
   }
   if (!loaded) return interrupted;
-  // The frozen teacher runs in the students' compute dtype on their device, with its own buffers.
+  // The frozen teacher runs in the students' compute dtype on their device, with its own buffers,
+  // the weights of each joint product side by side in one buffer (read in place, not stacked anew
+  // on every step).
   const nn::Params teacher_params =
-      in.topk ? nn::Params{} : nn::cast(nn::to(loaded->params, config.train.device), config.train.compute_dtype);
+      in.topk ? nn::Params{}
+              : nn::adjoin(nn::cast(nn::to(loaded->params, config.train.device), config.train.compute_dtype),
+                           teacher.joint_weight_groups());
   nn::State teacher_state =
       in.topk ? nn::State{} : nn::cast(nn::to(loaded->state, config.train.device), config.train.compute_dtype);
   teacher_state.training = false;

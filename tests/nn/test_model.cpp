@@ -37,6 +37,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   return -mean(gather(logp, -1, unsqueeze(targets, -1)));
 }
 
+// Whether a holds b's values, bit for bit.
+bool same_values(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && max(abs(a - b)).item<double>() == 0.0;
+}
+
 Tensor random_ids(Shape shape, int64_t vocab, uint64_t seed) {
   Generator gen(seed);
   return randint(shape, 0, vocab, gen);
@@ -595,4 +600,60 @@ TEST_CASE("Llama's attention_bias puts a bias on o_proj too; linear RoPE slows e
   const auto f = plain.inverse_frequencies(), g = linear.inverse_frequencies();
   REQUIRE(f.size() == 4);
   for (size_t i = 0; i < f.size(); ++i) CHECK(g[i] == doctest::Approx(std::pow(10000.0, -double(2 * i) / 8) / 4).epsilon(1e-15));
+}
+
+// A frozen model's stacked projections laid out side by side (nn::adjoin): every weight keeps its
+// values, each joint product's stack is then a view of one buffer, and the model computes the
+// same bits (and the same gradients of its input) as with the weights apart.
+TEST_CASE("adjoin: joint weights side by side, read in place, the same bits") {
+  for (const AttentionKindInfo& info : attention_kinds()) {
+    CAPTURE(name_of(info.kind));
+    CausalLM model(micro(info.kind));
+    Generator gen(17);
+    auto [ps, st] = model.init(gen, DType::f32);
+    const std::vector<std::vector<std::string>> groups = model.joint_weight_groups();
+    REQUIRE(groups.size() == 4);  // attention and MLP of each of the 2 layers
+    CHECK(groups[1] == std::vector<std::string>{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"});
+    CHECK(groups[0].size() == size_t(3 + (info.core == CoreKind::affine) + info.gated));
+    const Params joint = adjoin(ps, groups);
+    for (const auto& [name, t] : ps) CHECK(same_values(joint.at(name), t));
+    for (const std::vector<std::string>& group : groups) {
+      std::vector<Tensor> stack;
+      for (const std::string& name : group) stack.push_back(joint.at(name));
+      const Tensor whole = concat(stack, 0);
+      CHECK(whole.same_storage(stack[0]));
+      std::vector<Tensor> apart;
+      for (const std::string& name : group) apart.push_back(ps.at(name));
+      const Tensor copied = concat(apart, 0);
+      CHECK(!copied.same_storage(apart[0]));
+      CHECK(max(abs(whole - copied)).item<double>() == 0.0);
+    }
+    const Tensor ids = random_ids({2, 9}, 11, 3);
+    CHECK(max(abs(model.apply(ids, joint, st).first - model.apply(ids, ps, st).first)).item<double>() == 0.0);
+  }
+
+  CausalLM model(micro(AttentionKind::softmax));
+  Generator gen(18);
+  Params ps = model.init(gen, DType::f32).first;
+  CHECK_THROWS_WITH_AS(adjoin(ps, {{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.down_proj.weight"}}),
+                       doctest::Contains("'model.layers.0.mlp.down_proj.weight' ([8, 12]"), Error);
+  CHECK_THROWS_WITH_AS(adjoin(ps, {{"model.layers.0.mlp.gate_proj.weight", "nope"}}),
+                       doctest::Contains("missing parameter 'nope'"), Error);
+}
+
+// concat of inputs that already lie side by side is a view; its gradients are the same slices.
+TEST_CASE("concat of adjacent slices: a view, with the gradients of a copy") {
+  Generator gen(19);
+  const Tensor base = randn({7, 3}, gen, DType::f64);
+  auto parts_of = [](const Tensor& x) { return std::vector<Tensor>{slice(x, 0, 0, 2), slice(x, 0, 2, 3), slice(x, 0, 3, 7)}; };
+  const Tensor w = randn({7, 3}, gen, DType::f64);
+  auto [value, grads] = value_and_grad([&](const std::vector<Tensor>& in) { return sum(concat(parts_of(in[0]), 0) * w); }, {base});
+  CHECK(value.item<double>() == doctest::Approx(sum(base * w).item<double>()).epsilon(1e-14));
+  CHECK(max(abs(grads[0] - w)).item<double>() == 0.0);
+  CHECK(concat(parts_of(base), 0).same_storage(base));
+  // Out of order, or not side by side: copied.
+  const std::vector<Tensor> p = parts_of(base);
+  CHECK(!concat({p[1], p[0], p[2]}, 0).same_storage(base));
+  CHECK(!concat({p[0], p[2]}, 0).same_storage(base));
+  CHECK(max(abs(concat({p[0], p[2]}, 0) - concat({contiguous(p[0]), contiguous(p[2])}, 0))).item<double>() == 0.0);
 }
