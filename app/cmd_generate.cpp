@@ -139,7 +139,8 @@ int cmd_generate(const Args& args) {
 
   nn::LoadedModel loaded = load_inference_model(model_dir, dtype, "generate");
   const nn::CausalLM model(loaded.config);
-  const nn::Params ps = nn::to(loaded.params, device);
+  // Inference only: each joint product's weights side by side, read in place on every step.
+  const nn::Params ps = nn::adjoin(nn::to(loaded.params, device), model.joint_weight_groups());
   const nn::State st = nn::to(loaded.state, device);
   const std::unique_ptr<PromptCodec> codec = model_codec(model_dir, loaded.config.vocab_size);
   c.eos = codec->eos();

@@ -140,7 +140,8 @@ int cmd_teacher_logits(const Args& args) {
     fail(kOp, "--seq-len ", seq_len, " is above the teacher's max_position_embeddings ",
          loaded.config.max_position_embeddings, " (", teacher_dir, ")");
   const nn::CausalLM model(loaded.config);
-  const nn::Params params = nn::to(loaded.params, device);
+  // Inference only: each joint product's weights side by side, read in place on every step.
+  const nn::Params params = nn::adjoin(nn::to(loaded.params, device), model.joint_weight_groups());
   Job job{&model, &params, nn::to(loaded.state, device), k, seq_len, batch_size, temperature,
           train::teacher_identity(teacher_dir)};
   job.state.training = false;
