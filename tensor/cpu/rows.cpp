@@ -156,9 +156,9 @@ void rms_norm_backward_typed(const Tensor& dy, const Tensor& x, const Tensor& we
 
 // ---- swiglu ----
 
-// A tensor as `rows` rows of `width` elements, each row contiguous and `stride` elements after the
-// one before: g and u are read this way in place, as the slices of the joint gate/up projection
-// ([..., 2 width], so stride = 2 width) or as plain contiguous tensors (stride = width).
+// The rows of a tensor of row length `width`: row r starts at data + r * stride and is contiguous.
+// g and u are read this way in place, as the slices of the joint gate/up projection ([..., 2 width],
+// so stride = 2 width) or as plain contiguous tensors (stride = width).
 template <class P>
 struct RowsOf {
   P* data = nullptr;
