@@ -244,7 +244,9 @@ void DecoderBlock::specs(std::vector<ParamSpec>& s, const std::string& prefix) c
 }
 
 void DecoderBlock::joint_weight_groups(std::vector<std::vector<std::string>>& out, const std::string& prefix) const {
-  for (const auto& [names, sub] : {std::pair{attention.joint_weights(), "self_attn"}, std::pair{mlp.joint_weights(), "mlp"}}) {
+  const std::pair<std::vector<std::string>, const char*> products[] = {{attention.joint_weights(), "self_attn"},
+                                                                      {mlp.joint_weights(), "mlp"}};
+  for (const auto& [names, sub] : products) {
     std::vector<std::string>& group = out.emplace_back();
     for (const std::string& name : names) group.push_back(join(join(prefix, sub), name));
   }

@@ -308,8 +308,9 @@ struct HeadRows {
   HeadRows() = default;
   HeadRows(P* data_, const Tensor& x)
       : data(data_), batch_stride(x.strides()[0]), head_stride(x.strides()[1]), stride(x.strides()[2]) {
-    check(x.dim() == 4 && x.strides()[3] == 1, "attention", "the kernels read [B, H, T, d] tensors with a unit stride along d, got shape ",
-          to_string(x.shape()), " with strides ", to_string(x.strides()));
+    check(x.dim() == 4 && x.strides()[3] == 1, "attention",
+          "the kernels read [B, H, T, d] tensors with a unit stride along d, got shape ", to_string(x.shape()),
+          " with strides ", to_string(x.strides()));
   }
   P* rows(int64_t b, int64_t h) const { return data + b * batch_stride + h * head_stride; }
 };

@@ -613,7 +613,8 @@ TEST_CASE("adjoin: joint weights side by side, read in place, the same bits") {
     auto [ps, st] = model.init(gen, DType::f32);
     const std::vector<std::vector<std::string>> groups = model.joint_weight_groups();
     REQUIRE(groups.size() == 4);  // attention and MLP of each of the 2 layers
-    CHECK(groups[1] == std::vector<std::string>{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"});
+    CHECK(groups[1] ==
+          std::vector<std::string>{"model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight"});
     CHECK(groups[0].size() == size_t(3 + (info.core == CoreKind::affine) + info.gated));
     const Params joint = adjoin(ps, groups);
     for (const auto& [name, t] : ps) CHECK(same_values(joint.at(name), t));
@@ -645,9 +646,12 @@ TEST_CASE("adjoin: joint weights side by side, read in place, the same bits") {
 TEST_CASE("concat of adjacent slices: a view, with the gradients of a copy") {
   Generator gen(19);
   const Tensor base = randn({7, 3}, gen, DType::f64);
-  auto parts_of = [](const Tensor& x) { return std::vector<Tensor>{slice(x, 0, 0, 2), slice(x, 0, 2, 3), slice(x, 0, 3, 7)}; };
+  auto parts_of = [](const Tensor& x) {
+    return std::vector<Tensor>{slice(x, 0, 0, 2), slice(x, 0, 2, 3), slice(x, 0, 3, 7)};
+  };
   const Tensor w = randn({7, 3}, gen, DType::f64);
-  auto [value, grads] = value_and_grad([&](const std::vector<Tensor>& in) { return sum(concat(parts_of(in[0]), 0) * w); }, {base});
+  auto [value, grads] =
+      value_and_grad([&](const std::vector<Tensor>& in) { return sum(concat(parts_of(in[0]), 0) * w); }, {base});
   CHECK(value.item<double>() == doctest::Approx(sum(base * w).item<double>()).epsilon(1e-14));
   CHECK(max(abs(grads[0] - w)).item<double>() == 0.0);
   CHECK(concat(parts_of(base), 0).same_storage(base));
