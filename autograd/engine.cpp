@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "autograd/autograd.hpp"
+#include "autograd/rules/common.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 
@@ -93,30 +94,19 @@ bool parts_cover(const std::vector<std::pair<SliceRegion, Tensor>>& parts, const
   return at == value.shape[size_t(parts[0].first.axis)];
 }
 
-// The contiguous tensor of the value's shape in whose places the parts already lie, when there is
-// one: a kernel that computes the cotangents of several slices at once (swiglu's of the joint
-// gate/up projection) returns them as views of one buffer, which then needs no assembling.
-Tensor parts_in_place(const Node& value, const std::vector<std::pair<SliceRegion, Tensor>>& parts) {
-  const Tensor& first = parts[0].second;
-  const Strides strides = contiguous_strides(value.shape);
-  const int64_t origin = first.offset() - parts[0].first.start * strides[size_t(parts[0].first.axis)];
-  for (const auto& [region, g] : parts) {
-    if (!g.same_storage(first) || g.dtype() != value.dtype || g.device() != value.device || g.strides() != strides ||
-        g.offset() != origin + region.start * strides[size_t(region.axis)])
-      return Tensor();
-  }
-  if (origin < 0 || size_t(origin + numel(value.shape)) * dtype_size(value.dtype) > first.storage()->nbytes)
-    return Tensor();
-  return first.as_strided(value.shape, strides, origin);
-}
-
 // The cotangent of `value` as one tensor: the whole sum, with each part added into its place (or,
 // when the parts alone cover the value, written there, unless they already lie there).
 Tensor assemble(const Node& value, Cotangent& c) {
   if (c.parts.empty()) return c.whole;
   const bool covered = !c.whole.defined() && parts_cover(c.parts, value);
-  if (covered)
-    if (Tensor whole = parts_in_place(value, c.parts); whole.defined()) return whole;
+  // Parts a kernel returned side by side in one buffer (swiglu's, for the halves of the joint
+  // gate/up projection) are that buffer: nothing to assemble.
+  if (covered && c.parts[0].second.dtype() == value.dtype && c.parts[0].second.device() == value.device) {
+    std::vector<std::pair<int64_t, Tensor>> starts;
+    for (const auto& [region, g] : c.parts) starts.emplace_back(region.start, g);
+    const Tensor whole = rules::whole_in_place(starts, c.parts[0].first.axis, value.shape);
+    if (whole.defined()) return whole;
+  }
   Tensor out = covered || c.whole.defined() ? Tensor::empty(value.shape, value.dtype, value.device)
                                             : zeros(value.shape, value.dtype, value.device);
   Backend& kernels = backend(value.device);

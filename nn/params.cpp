@@ -88,7 +88,6 @@ Params cast(const Params& ps, DType dtype) {
 }
 
 Params adjoin(Params ps, const std::vector<std::vector<std::string>>& groups) {
-  NoGrad no_grad;
   for (const std::vector<std::string>& names : groups) {
     if (names.size() < 2) continue;
     int64_t rows = 0;
@@ -112,7 +111,7 @@ Params adjoin(Params ps, const std::vector<std::vector<std::string>>& groups) {
     for (const std::string& name : names) {
       Tensor& t = ps.at(name);
       const Tensor place = joint.as_strided(t.shape(), {cols, 1}, at * cols);
-      kernels.assign(place, t.detach());
+      kernels.assign(place, t);
       at += t.size(0);
       t = place;
     }

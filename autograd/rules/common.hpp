@@ -3,6 +3,7 @@
 #pragma once
 
 #include <utility>
+#include <vector>
 
 #include "autograd/autograd.hpp"
 #include "tensor/op_table.hpp"
@@ -11,6 +12,21 @@
 namespace cotan::rules {
 
 inline Backend& backend_of(const Tensor& x) { return backend(x.device()); }
+
+// The contiguous tensor of `shape` whose slices along `axis`, from each part's start on, are the
+// parts, when they already lie so in one storage: tensors laid out side by side (nn::adjoin) that
+// concat joins, or the cotangents of slices a kernel returned side by side (the engine). Else
+// undefined. The caller makes sure the parts cover the shape.
+inline Tensor whole_in_place(const std::vector<std::pair<int64_t, Tensor>>& parts, int64_t axis,
+                             const Shape& shape) {
+  const Strides strides = contiguous_strides(shape);
+  const Tensor& first = parts.front().second;
+  const int64_t origin = first.offset() - parts.front().first * strides[size_t(axis)];
+  for (const auto& [start, t] : parts)
+    if (!t.same_storage(first) || t.strides() != strides || t.offset() != origin + start * strides[size_t(axis)])
+      return Tensor();
+  return first.as_strided(shape, strides, origin);
+}
 
 inline void check_defined(const char* op, const Tensor& x) {
   if (!x.defined()) fail(op, "got an undefined tensor");

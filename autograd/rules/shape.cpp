@@ -70,18 +70,6 @@ Tensor copy_of(const Tensor& x, DType dtype) {
   return y;
 }
 
-// The contiguous tensor of `shape` whose slices along `axis` are xs, in order, when they already
-// lie so in one storage; else undefined.
-Tensor adjacent_whole(const std::vector<Tensor>& xs, int64_t axis, const Shape& shape) {
-  const Strides strides = contiguous_strides(shape);
-  int64_t at = xs[0].offset();
-  for (const Tensor& x : xs) {
-    if (!x.same_storage(xs[0]) || x.offset() != at || x.strides() != strides) return Tensor();
-    at += x.size(axis) * strides[size_t(axis)];
-  }
-  return xs[0].as_strided(shape, strides, xs[0].offset());
-}
-
 }  // namespace
 
 Tensor reshape(const Tensor& x, const Shape& shape) {
@@ -237,7 +225,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t axis) {
   for (const Tensor& x : xs) bounds.push_back(bounds.back() + x.size(a));
   // Inputs that already lie side by side, as the slices of one contiguous tensor (weights laid
   // out by nn::adjoin): that tensor, viewed. Else a fresh tensor, each input copied into place.
-  Tensor y = adjacent_whole(xs, a, shape);
+  std::vector<std::pair<int64_t, Tensor>> starts;
+  for (size_t i = 0; i < xs.size(); ++i) starts.emplace_back(bounds[i], xs[i]);
+  Tensor y = whole_in_place(starts, a, shape);
   if (!y.defined()) {
     y = Tensor::empty(shape, first.dtype(), first.device());
     for (size_t i = 0; i < xs.size(); ++i) backend_of(y).assign(slice(y, a, bounds[i], bounds[i + 1]), xs[i]);

@@ -134,13 +134,13 @@ void forward_heads(const Problem<T>& pr, int64_t b, int64_t g, int64_t h0, int64
 // model's permute hands it back, [B, T, H, d] in memory, is read in place), the others contiguous.
 template <class T>
 struct BackwardIo {
-  HeadRows<const T> g;  // dLoss/dO [B, H, T, d]
-  const T* s;           // saved S
-  const T* lse;         // saved L
-  T* dq;         // [B, H, T, d]
-  T* dk;         // [B, Hkv, T, d]
-  T* dv;         // [B, Hkv, T, d]
-  T* dalpha;     // [B, H, T], affine only
+  HeadRows<const T> g;   // dLoss/dO [B, H, T, d]
+  const T* s;            // saved S
+  const T* lse;          // saved L
+  T* dq;                 // [B, H, T, d]
+  T* dk;                 // [B, Hkv, T, d]
+  T* dv;                 // [B, Hkv, T, d]
+  T* dalpha;             // [B, H, T], affine only
   double* dsigma_parts;  // [B, H], sink only: summed over b afterwards, in order
 };
 

@@ -176,10 +176,10 @@ void pack_rows(T* __restrict dst, int64_t tp, int64_t dp, const T* __restrict sr
   std::fill(dst + t * dp, dst + tp * dp, T(0));
 }
 
-// src[t][d]^T (rows `stride` apart) in key tiles: dst[tp / kKeyCols][dp][kKeyCols], zero padded. The tile of keys
-// [j0, j0 + kKeyCols) starts at dst + j0 * dp, with leading dimension kKeyCols: a product's B
-// panel is then one contiguous block instead of dp rows a whole T apart (which would also
-// fall into a handful of L1 sets).
+// src[t][d]^T (src's rows `stride` apart) in key tiles: dst[tp / kKeyCols][dp][kKeyCols], zero
+// padded. The tile of keys [j0, j0 + kKeyCols) starts at dst + j0 * dp, with leading dimension
+// kKeyCols: a product's B panel is then one contiguous block instead of dp rows a whole T apart
+// (which would also fall into a handful of L1 sets).
 template <class T>
 void pack_key_tiles(T* dst, int64_t tp, int64_t dp, const T* src, int64_t stride, int64_t t, int64_t d) {
   std::fill(dst, dst + dp * tp, T(0));
@@ -305,7 +305,6 @@ struct HeadRows {
   P* data = nullptr;
   int64_t batch_stride = 0, head_stride = 0, stride = 0;
 
-  HeadRows() = default;
   HeadRows(P* data_, const Tensor& x)
       : data(data_), batch_stride(x.strides()[0]), head_stride(x.strides()[1]), stride(x.strides()[2]) {
     check(x.dim() == 4 && x.strides()[3] == 1, "attention",

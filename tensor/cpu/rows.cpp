@@ -309,16 +309,11 @@ void swiglu_backward_typed(RowsOf<const T> dyr, RowsOf<const T> gr, RowsOf<const
 // contiguous tensors.
 SwigluGrads swiglu_grads_like(const Tensor& g, const Tensor& u) {
   const int64_t width = g.dim() == 0 ? 1 : g.size(-1);
-  const bool halves = g.dim() > 0 && width > 0 && g.same_storage(u) && g.strides() == u.strides() &&
-                      u.offset() == g.offset() + width && row_stride(g) == 2 * width &&
-                      g.strides() == contiguous_strides([&] {
-                        Shape joint = g.shape();
-                        joint.back() *= 2;
-                        return joint;
-                      }());
-  if (!halves) return {Tensor::empty(g.shape(), g.dtype()), Tensor::empty(g.shape(), g.dtype())};
   Shape joint_shape = g.shape();
-  joint_shape.back() *= 2;
+  if (g.dim() > 0) joint_shape.back() *= 2;
+  const bool halves = g.dim() > 0 && width > 0 && g.same_storage(u) && u.offset() == g.offset() + width &&
+                      g.strides() == contiguous_strides(joint_shape) && u.strides() == g.strides();
+  if (!halves) return {Tensor::empty(g.shape(), g.dtype()), Tensor::empty(g.shape(), g.dtype())};
   const Tensor joint = Tensor::empty(joint_shape, g.dtype());
   return {joint.as_strided(g.shape(), g.strides(), 0), joint.as_strided(g.shape(), g.strides(), width)};
 }
