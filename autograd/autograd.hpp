@@ -61,6 +61,12 @@ class NoGrad {
 // True while checkpoint() re-runs a forward pass inside the backward pass.
 bool recomputing();
 
+// run_concurrently (tensor/ops.hpp) with the caller's grad mode in both functions: two forward
+// passes that do not depend on each other (a teacher's and its student's) run side by side. Inside
+// a checkpointed function the two run one after the other, on the calling thread, where its kept
+// values are.
+void concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b);
+
 // A value a checkpointed forward pass must see unchanged when it is recomputed (a running
 // average, a random draw): the first run of a function under checkpoint() calls compute() and
 // keeps the result; the recomputation returns the kept tensors in the order they were kept,

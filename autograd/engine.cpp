@@ -127,6 +127,25 @@ NoGrad::NoGrad() : previous_(grad_mode) { grad_mode = false; }
 NoGrad::~NoGrad() { grad_mode = previous_; }
 bool recomputing() { return recompute_depth > 0; }
 
+void concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b) {
+  if (recompute_depth > 0 || !kept_frames.empty()) {
+    a();
+    b();
+    return;
+  }
+  const bool mode = grad_mode;
+  run_concurrently(
+      device,
+      [&] {
+        GradModeScope scope(mode);
+        a();
+      },
+      [&] {
+        GradModeScope scope(mode);
+        b();
+      });
+}
+
 Tensor same_on_recompute(const std::function<Tensor()>& compute) {
   // The innermost replaying checkpoint supplies the value. The checkpoints above it are first
   // runs (nested checkpoints started by that recomputation, or by no recomputation at all): they

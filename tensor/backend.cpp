@@ -111,8 +111,12 @@ std::shared_ptr<Storage> allocate(size_t nbytes, Device device) {
 }  // namespace cotan
 
 // ---- threads ----
+#include <exception>
+
 #include <tbb/global_control.h>
 #include <tbb/info.h>
+#include <tbb/task_arena.h>
+#include <tbb/task_group.h>
 
 namespace cotan {
 
@@ -127,5 +131,33 @@ void set_num_threads(int n) {
 }
 
 int num_threads() { return int(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)); }
+
+void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b) {
+  const int threads = std::min(tbb::this_task_arena::max_concurrency(), num_threads());
+  if (!device.is_cpu() || threads < 2) {
+    a();
+    b();
+    return;
+  }
+  // Each function runs isolated: a thread waiting inside one of them (at the end of a parallel
+  // loop) takes only that function's tasks, never the other function whole, so the two never
+  // interleave on one thread (kernels keep per-thread scratch, layers above per-thread state).
+  std::exception_ptr failed_a, failed_b;
+  auto guarded = [](const std::function<void()>& f, std::exception_ptr& failed) {
+    tbb::this_task_arena::isolate([&] {
+      try {
+        f();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    });
+  };
+  tbb::task_group group;
+  group.run([&] { guarded(b, failed_b); });
+  guarded(a, failed_a);
+  group.wait();
+  if (failed_a) std::rethrow_exception(failed_a);
+  if (failed_b) std::rethrow_exception(failed_b);
+}
 
 }  // namespace cotan

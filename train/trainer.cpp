@@ -54,6 +54,11 @@ Tensor teacher_logits(const Teacher& teacher, const Tensor& inputs) {
   return teacher.model->apply(inputs, *teacher.params, teacher_state(teacher)).first;
 }
 
+Tensor teacher_hidden(const Teacher& teacher, const Tensor& inputs) {
+  NoGrad no_grad;
+  return teacher.model->hidden(inputs, *teacher.params, teacher_state(teacher)).first;
+}
+
 // One line of metrics.jsonl; errors name the file and the line.
 MetricsRecord read_metrics_line(const std::string& line, const fs::path& path, int64_t number) {
   const std::string source = cat(path.string(), " line ", number);
@@ -372,8 +377,17 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
     auto [logits, next] = student.apply(batch.inputs, ps, st);
     return {sparse_distill_loss(logits, batch.topk, batch.targets, loss), std::move(next)};
   }
+  // With a teacher, its forward pass and the student's run side by side (concurrently): neither
+  // needs the other before the loss, and two passes keep both threads busy where the small
+  // products of one pass each leave a thread waiting at their ends.
   if (fused_head) {
-    auto [hidden, next] = student.hidden(batch.inputs, ps, st);
+    Tensor hidden, teacher_out;
+    nn::State next;
+    auto student_pass = [&] { std::tie(hidden, next) = student.hidden(batch.inputs, ps, st); };
+    if (teacher.model && loss.kd_ratio > 0)
+      concurrently(batch.inputs.device(), student_pass, [&] { teacher_out = teacher_hidden(teacher, batch.inputs); });
+    else
+      student_pass();
     if (!teacher.model) {
       LossConfig ce = loss;
       ce.kd_ratio = 0;
@@ -382,22 +396,21 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
       parts.ce = parts.total.detach();
       return {std::move(parts), std::move(next)};
     }
-    Tensor teacher_hidden;
-    if (loss.kd_ratio > 0) {
-      NoGrad no_grad;
-      teacher_hidden = teacher.model->hidden(batch.inputs, *teacher.params, teacher_state(teacher)).first;
-    }
-    LossParts parts = head_loss(hidden, student.head_weight(ps), teacher_hidden,
+    LossParts parts = head_loss(hidden, student.head_weight(ps), teacher_out,
                                 loss.kd_ratio > 0 ? teacher.model->head_weight(*teacher.params) : Tensor(),
                                 batch.targets, loss);
     return {std::move(parts), std::move(next)};
   }
-  Tensor logits;
+  Tensor logits, teacher_out;
   nn::State next;
-  std::tie(logits, next) = student.apply(batch.inputs, ps, st);
+  auto student_pass = [&] { std::tie(logits, next) = student.apply(batch.inputs, ps, st); };
+  if (teacher.model)
+    concurrently(batch.inputs.device(), student_pass, [&] { teacher_out = teacher_logits(teacher, batch.inputs); });
+  else
+    student_pass();
   LossParts parts;
   if (teacher.model) {
-    parts = distill_loss(std::move(logits), teacher_logits(teacher, batch.inputs), batch.targets, loss);
+    parts = distill_loss(std::move(logits), std::move(teacher_out), batch.targets, loss);
   } else {
     parts.total = cross_entropy(std::move(logits), batch.targets);
     parts.ce = parts.total.detach();

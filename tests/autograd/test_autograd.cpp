@@ -2,7 +2,15 @@
 // compared with derivatives worked out by hand.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tbb/global_control.h>
+#include <tbb/task_arena.h>
 
 #include "autograd/autograd.hpp"
 #include "tensor/ops.hpp"
@@ -308,4 +316,117 @@ TEST_CASE("a pullback returning the wrong shape is reported with the op's name")
   };
   CHECK_THROWS_WITH_AS(value_and_grad(bad, {x}),
                        "[bad_op] pullback gave input 0 a cotangent [3] f64 for a value [2] f64", Error);
+}
+
+TEST_CASE("concurrently: two functions side by side on two threads, with the caller's grad mode") {
+  const bool two_threads = tbb::this_task_arena::max_concurrency() >= 2;
+  // Side by side: a waits for b to start, which only another thread can do while a runs (up to
+  // a generous deadline, so a failure does not hang).
+  std::atomic<bool> b_started{false};
+  bool a_saw_b = false;
+  std::thread::id a_thread, b_thread;
+  auto a = [&] {
+    a_thread = std::this_thread::get_id();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!b_started.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    a_saw_b = b_started.load();
+  };
+  auto b = [&] {
+    b_thread = std::this_thread::get_id();
+    b_started = true;
+  };
+  if (two_threads) {
+    concurrently(Device::cpu(), a, b);
+    CHECK(a_saw_b);
+    CHECK(a_thread == std::this_thread::get_id());
+    CHECK(b_thread != a_thread);
+  } else {
+    MESSAGE("one core: only the sequential paths are checked");
+  }
+
+  // One thread, or another device: a, then b, both on the calling thread.
+  std::vector<std::string> order;
+  auto in_order = [&](Device device) {
+    order.clear();
+    concurrently(
+        device,
+        [&] {
+          order.push_back("a");
+          a_thread = std::this_thread::get_id();
+        },
+        [&] {
+          order.push_back("b");
+          b_thread = std::this_thread::get_id();
+        });
+    CHECK(order == std::vector<std::string>{"a", "b"});
+    CHECK(a_thread == std::this_thread::get_id());
+    CHECK(b_thread == std::this_thread::get_id());
+  };
+  in_order(Device::cuda());
+  {
+    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+    in_order(Device::cpu());
+  }
+
+  // The caller's grad mode in both: recorded inside value_and_grad, not under NoGrad.
+  Tensor x = from_vector(std::vector<double>{0.5, -2.0, 3.0}, {3});
+  auto [value, grads] = value_and_grad(
+      [&](const std::vector<Tensor>& in) {
+        Tensor square_part, linear_part;
+        concurrently(Device::cpu(), [&] { square_part = in[0] * in[0]; }, [&] { linear_part = in[0] * 3.0; });
+        CHECK(square_part.tracked());
+        CHECK(linear_part.tracked());
+        return sum(square_part + linear_part);
+      },
+      {x});
+  CHECK(grads[0].to_vector<double>() == std::vector<double>{4.0, -1.0, 9.0});  // 2 x + 3
+  {
+    NoGrad no_grad;
+    Tensor tracked = track(x), y, z;
+    concurrently(Device::cpu(), [&] { y = tracked * 2.0; }, [&] { z = tracked * 3.0; });
+    CHECK_FALSE(y.tracked());
+    CHECK_FALSE(z.tracked());
+  }
+}
+
+TEST_CASE("concurrently: inside a checkpoint both run on the calling thread; the first error is rethrown") {
+  // In a checkpointed function, same_on_recompute keeps values on the calling thread: b runs
+  // there, and its kept value is replayed by the recomputation.
+  Tensor x = from_vector(std::vector<double>{0.5, -0.25}, {2});
+  double scale = 1;
+  std::vector<std::thread::id> b_threads;
+  Function block = [&](const std::vector<Tensor>& in) {
+    Tensor first, second;
+    concurrently(
+        Device::cpu(), [&] { first = in[0] * 2.0; },
+        [&] {
+          b_threads.push_back(std::this_thread::get_id());
+          second = in[0] * same_on_recompute([&] {
+                     scale *= 2;
+                     return full({2}, scale, DType::f64);
+                   });
+        });
+    return first + second;
+  };
+  auto [y, grads] = value_and_grad([&](const std::vector<Tensor>& in) { return sum(checkpoint(block, in)); }, {x});
+  REQUIRE(b_threads.size() == 2);  // the first run and the recomputation
+  CHECK(b_threads[0] == std::this_thread::get_id());
+  CHECK(b_threads[1] == std::this_thread::get_id());
+  CHECK(grads[0].to_vector<double>() == std::vector<double>{4.0, 4.0});  // 2 + the kept 2, not 4
+  CHECK(scale == 2);
+
+  // Errors: a's before b's, each only once both have ended.
+  bool b_ended = false;
+  CHECK_THROWS_WITH_AS(concurrently(
+                           Device::cpu(), [] { fail("first", "a failed"); },
+                           [&] {
+                             b_ended = true;
+                             fail("second", "b failed");
+                           }),
+                       "[first] a failed", Error);
+  CHECK(b_ended);
+  bool a_ended = false;
+  CHECK_THROWS_WITH_AS(concurrently(Device::cpu(), [&] { a_ended = true; }, [] { fail("second", "b failed"); }),
+                       "[second] b failed", Error);
+  CHECK(a_ended);
 }

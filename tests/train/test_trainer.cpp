@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include <tbb/global_control.h>
+
 #include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
@@ -291,6 +293,46 @@ TEST_CASE("the objective: one function for the training step and evaluation") {
   CHECK(e.kd == expected.kd.item<double>());
   CHECK(e.ce == cross_entropy(student.apply(ids, ps, st).first, targets).item<double>());
   CHECK(e.ppl == doctest::Approx(std::exp(e.ce)));
+}
+
+TEST_CASE("a distillation step: the teacher's pass beside the student's gives the bits of 1 thread") {
+  // Large enough that the products inside both passes spread over the threads too.
+  nn::ModelConfig tc = micro(nn::AttentionKind::softmax), sc = micro(nn::AttentionKind::affine);
+  tc.hidden_size = 96, tc.num_heads = 6, tc.num_kv_heads = 2, tc.intermediate_size = 256, tc.num_layers = 3;
+  sc.hidden_size = 64, sc.num_heads = 4, sc.num_kv_heads = 2, sc.intermediate_size = 192;
+  const nn::CausalLM teacher(tc), student(sc);
+  Generator gen(21);
+  const auto [teacher_params, teacher_state] = teacher.init(gen);
+  const auto [start_params, start_state] = student.init(gen);
+  const Batch batch{randint({4, 64}, 0, kByteVocab, gen), randint({4, 64}, 0, kByteVocab, gen), {}};
+  for (const bool fused_head : {true, false}) {
+    INFO("fused head: ", fused_head);
+    auto run = [&](int threads) {
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+      TrainConfig c;
+      c.fused_head = fused_head;
+      c.loss.kd_ratio = 0.5;
+      nn::Params ps = start_params;
+      nn::State st = start_state;
+      st.training = true;
+      AdamW opt(c.adamw, student.param_specs());
+      std::vector<double> losses;
+      for (int step = 0; step < 2; ++step)
+        losses.push_back(train_step(student, ps, st, opt, Teacher{&teacher, &teacher_params, &teacher_state},
+                                    [&] { return batch; }, c, 1e-3)
+                             .loss);
+      return std::pair{losses, ps};
+    };
+    const auto [one_losses, one_params] = run(1);
+    const auto [two_losses, two_params] = run(2);
+    CHECK(one_losses == two_losses);
+    CHECK(std::isfinite(one_losses[1]));
+    CHECK(one_losses[1] != one_losses[0]);  // the step trained the student
+    for (const auto& [name, value] : one_params) {
+      INFO(name);
+      CHECK(value.to_vector<double>() == two_params.at(name).to_vector<double>());
+    }
+  }
 }
 
 TEST_CASE("metrics records: one JSON object per line, read back exactly") {
