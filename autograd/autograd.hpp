@@ -61,10 +61,12 @@ class NoGrad {
 // True while checkpoint() re-runs a forward pass inside the backward pass.
 bool recomputing();
 
-// run_concurrently (tensor/ops.hpp) with the caller's grad mode in both functions: two forward
-// passes that do not depend on each other (a teacher's and its student's) run side by side. Inside
-// a checkpointed function the two run one after the other, on the calling thread, where its kept
-// values are.
+// run_concurrently (tensor/ops.hpp) for two computations that do not depend on each other: a
+// student's forward pass (a) beside its frozen teacher's (b), a pullback's two products. a runs
+// with the caller's grad mode, b records nothing (NoGrad), so the tape holds a's nodes alone, in
+// a's order, and the gradients are summed as if b had not run; b sees the caller's recomputing().
+// Inside a checkpointed function (its first run or its recomputation) the two run one after the
+// other on the calling thread, where the checkpoint's kept values are.
 void concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b);
 
 // A value a checkpointed forward pass must see unchanged when it is recomputed (a running

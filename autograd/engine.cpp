@@ -3,6 +3,7 @@
 #include <atomic>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "autograd/autograd.hpp"
 #include "autograd/rules/common.hpp"
@@ -51,6 +52,20 @@ thread_local std::vector<KeptFrame*> kept_frames;
 struct KeptScope {
   explicit KeptScope(KeptFrame& frame) { kept_frames.push_back(&frame); }
   ~KeptScope() { kept_frames.pop_back(); }
+};
+
+// The tape state of a thread that runs another thread's function (concurrently's b): that
+// thread's recomputing() and no checkpoint frames, for the function's lifetime; the thread's own
+// state (it may be inside a computation of its own) is put back after.
+struct BorrowedThreadScope {
+  int depth;
+  std::vector<KeptFrame*> frames;
+  explicit BorrowedThreadScope(int caller_depth)
+      : depth(std::exchange(recompute_depth, caller_depth)), frames(std::exchange(kept_frames, {})) {}
+  ~BorrowedThreadScope() {
+    recompute_depth = depth;
+    kept_frames = std::move(frames);
+  }
 };
 
 // Every node reachable from `root`, in reverse creation order (outputs before their inputs).
@@ -128,22 +143,18 @@ NoGrad::~NoGrad() { grad_mode = previous_; }
 bool recomputing() { return recompute_depth > 0; }
 
 void concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b) {
-  if (recompute_depth > 0 || !kept_frames.empty()) {
+  if (!kept_frames.empty()) {
     a();
+    GradModeScope off(false);
     b();
     return;
   }
-  const bool mode = grad_mode;
-  run_concurrently(
-      device,
-      [&] {
-        GradModeScope scope(mode);
-        a();
-      },
-      [&] {
-        GradModeScope scope(mode);
-        b();
-      });
+  const int depth = recompute_depth;
+  run_concurrently(device, a, [&] {
+    GradModeScope off(false);
+    BorrowedThreadScope borrowed(depth);
+    b();
+  });
 }
 
 Tensor same_on_recompute(const std::function<Tensor()>& compute) {

@@ -141,7 +141,7 @@ void run_concurrently(Device device, const std::function<void()>& a, const std::
   }
   // Each function runs isolated: a thread waiting inside one of them (at the end of a parallel
   // loop) takes only that function's tasks, never the other function whole, so the two never
-  // interleave on one thread (kernels keep per-thread scratch, layers above per-thread state).
+  // interleave on one thread, whose per-thread state (autograd's tape) would then mix them.
   std::exception_ptr failed_a, failed_b;
   auto guarded = [](const std::function<void()>& f, std::exception_ptr& failed) {
     tbb::this_task_arena::isolate([&] {
@@ -152,7 +152,9 @@ void run_concurrently(Device device, const std::function<void()>& a, const std::
       }
     });
   };
-  tbb::task_group group;
+  // A context of its own: called from inside an algorithm that gets cancelled, b still runs.
+  tbb::task_group_context context(tbb::task_group_context::isolated);
+  tbb::task_group group(context);
   group.run([&] { guarded(b, failed_b); });
   guarded(a, failed_a);
   group.wait();

@@ -145,12 +145,13 @@ Tensor clone(const Tensor& x);              // a contiguous copy that owns its s
 // Caps the CPU backend's worker threads (0 = all cores); results do not depend on it.
 void set_num_threads(int n);
 int num_threads();
-// Runs a() and b() at the same time, as two tasks on the CPU backend's threads (the ops in each
-// still spread over every thread, and a thread done with one helps the other), when `device` is
-// the CPU and there are at least two threads; else a() then b(). Each op gives the same bits
-// either way. The first exception, a's before b's, is rethrown once both have ended. State kept
-// per thread by the layers above (autograd's grad mode) is not carried into b: code that records
-// gradients goes through autograd's concurrently().
+// Runs a() on the calling thread and b() as a task beside it, taken by another of the CPU
+// backend's threads when one is free (the ops in each still spread over every thread, and a
+// thread done with one helps the other), when `device` is the CPU and there are at least two
+// threads; else a() then b(). Each op gives the same bits either way. The first exception, a's
+// before b's, is rethrown once both have ended. State kept per thread by the layers above
+// (autograd's grad mode) is not carried into b: model code goes through autograd's
+// concurrently().
 void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b);
 
 }  // namespace cotan

@@ -12,7 +12,9 @@
 // plus Q + 3 heads (affine cores) and 2Q (output gates), and two [T, head_dim] RoPE tables; the
 // model adds N (2D + 1) and, with the heads inside the loss, the head's gradient [V, D] (without
 // them, the [N, V] logits). The peak is that plus the largest of three moments:
-//   the teacher's forward pass        N (3 I_t + 4 D_t + heads_t) c
+//   the teacher's forward pass        N (3 I_t + 4 D_t + heads_t) c   (on top of every saved
+//                                     value: on CPU threads it runs beside the student's pass,
+//                                     and this is the worst case)
 //   the loss's chunk                  N D_t c + 2 x 256 x V x c + N D c   (fused heads)
 //   the backward pass                 every gradient + N (3I + 2D) c (+ one layer's saved values,
 //                                     recomputed, with activation checkpointing, which keeps only

@@ -378,8 +378,8 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
     return {sparse_distill_loss(logits, batch.topk, batch.targets, loss), std::move(next)};
   }
   // With a teacher, its forward pass and the student's run side by side (concurrently): neither
-  // needs the other before the loss, and two passes keep both threads busy where the small
-  // products of one pass each leave a thread waiting at their ends.
+  // needs the other before the loss, and two passes keep the threads busy where the small
+  // products of one pass each leave threads waiting at their ends.
   if (fused_head) {
     Tensor hidden, teacher_out;
     nn::State next;

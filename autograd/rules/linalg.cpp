@@ -44,7 +44,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // Y (the W^T of x W^T) gets dY in its own layout, as (G^T X)^T: the same products summed in the
   // same order, so W's gradient comes out contiguous rather than as a transposed view that every
   // later pass over it (the norm, the update) would have to copy. The two products run side by
-  // side (concurrently): a layer's are too small to keep two threads busy to their ends alone.
+  // side (concurrently): a layer's are too small to keep the threads busy to their ends alone.
   Tensor out = record("matmul", backend_of(x).matmul(x, y), {x, y}, [x = x.detach(), y = y.detach()](const Tensor& g) {
     const bool column_major = y.size(-1) > 1 && y.size(-2) > 1 && y.strides().back() != 1 && y.strides().end()[-2] == 1;
     Tensor dx, dy;

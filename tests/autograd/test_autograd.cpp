@@ -318,34 +318,60 @@ TEST_CASE("a pullback returning the wrong shape is reported with the op's name")
                        "[bad_op] pullback gave input 0 a cotangent [3] f64 for a value [2] f64", Error);
 }
 
-TEST_CASE("concurrently: two functions side by side on two threads, with the caller's grad mode") {
-  const bool two_threads = tbb::this_task_arena::max_concurrency() >= 2;
-  // Side by side: a waits for b to start, which only another thread can do while a runs (up to
-  // a generous deadline, so a failure does not hang).
-  std::atomic<bool> b_started{false};
-  bool a_saw_b = false;
-  std::thread::id a_thread, b_thread;
-  auto a = [&] {
-    a_thread = std::this_thread::get_id();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!b_started.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
-    a_saw_b = b_started.load();
-  };
-  auto b = [&] {
-    b_thread = std::this_thread::get_id();
-    b_started = true;
-  };
-  if (two_threads) {
-    concurrently(Device::cpu(), a, b);
-    CHECK(a_saw_b);
-    CHECK(a_thread == std::this_thread::get_id());
-    CHECK(b_thread != a_thread);
-  } else {
+namespace {
+
+// Spins until `flag` is set or `limit` has passed; whether it was set.
+bool wait_for(const std::atomic<bool>& flag, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!flag.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  return flag.load();
+}
+
+}  // namespace
+
+TEST_CASE("concurrently: b beside a on another thread, recording nothing; a with the caller's grad mode") {
+  if (tbb::this_task_arena::max_concurrency() < 2) {
     MESSAGE("one core: only the sequential paths are checked");
+  } else {
+    // a waits for b to start, which only another thread can do while a runs (a deadline keeps a
+    // failure from hanging). b records nothing even inside value_and_grad (the other thread's
+    // own grad mode is on); a records as its caller does.
+    Tensor x = from_vector(std::vector<double>{0.5, -2.0, 3.0}, {3});
+    std::atomic<bool> b_started{false};
+    bool a_saw_b = false;
+    std::thread::id b_thread;
+    Tensor by_b;
+    auto [value, grads] = value_and_grad(
+        [&](const std::vector<Tensor>& in) {
+          Tensor by_a;
+          concurrently(
+              Device::cpu(),
+              [&] {
+                a_saw_b = wait_for(b_started, std::chrono::seconds(20));
+                by_a = in[0] * in[0];
+              },
+              [&] {
+                b_thread = std::this_thread::get_id();
+                by_b = in[0] * 3.0;
+                b_started = true;
+              });
+          CHECK(by_a.tracked());
+          return sum(by_a + by_b);
+        },
+        {x});
+    CHECK(a_saw_b);
+    CHECK(b_thread != std::this_thread::get_id());
+    CHECK_FALSE(by_b.tracked());
+    CHECK(grads[0].to_vector<double>() == std::vector<double>{1.0, -4.0, 6.0});  // 2 x: b's part is a constant
+    NoGrad no_grad;
+    Tensor by_a;
+    concurrently(Device::cpu(), [&] { by_a = track(x) * 2.0; }, [] {});
+    CHECK_FALSE(by_a.tracked());
   }
 
   // One thread, or another device: a, then b, both on the calling thread.
   std::vector<std::string> order;
+  std::thread::id a_thread, b_thread;
   auto in_order = [&](Device device) {
     order.clear();
     concurrently(
@@ -363,57 +389,64 @@ TEST_CASE("concurrently: two functions side by side on two threads, with the cal
     CHECK(b_thread == std::this_thread::get_id());
   };
   in_order(Device::cuda());
-  {
-    tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
-    in_order(Device::cpu());
-  }
-
-  // The caller's grad mode in both: recorded inside value_and_grad, not under NoGrad.
-  Tensor x = from_vector(std::vector<double>{0.5, -2.0, 3.0}, {3});
-  auto [value, grads] = value_and_grad(
-      [&](const std::vector<Tensor>& in) {
-        Tensor square_part, linear_part;
-        concurrently(Device::cpu(), [&] { square_part = in[0] * in[0]; }, [&] { linear_part = in[0] * 3.0; });
-        CHECK(square_part.tracked());
-        CHECK(linear_part.tracked());
-        return sum(square_part + linear_part);
-      },
-      {x});
-  CHECK(grads[0].to_vector<double>() == std::vector<double>{4.0, -1.0, 9.0});  // 2 x + 3
-  {
-    NoGrad no_grad;
-    Tensor tracked = track(x), y, z;
-    concurrently(Device::cpu(), [&] { y = tracked * 2.0; }, [&] { z = tracked * 3.0; });
-    CHECK_FALSE(y.tracked());
-    CHECK_FALSE(z.tracked());
-  }
+  tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+  in_order(Device::cpu());
 }
 
-TEST_CASE("concurrently: inside a checkpoint both run on the calling thread; the first error is rethrown") {
+TEST_CASE("concurrently: in sequence inside a checkpoint; recomputing() carried into b; the first error rethrown") {
   // In a checkpointed function, same_on_recompute keeps values on the calling thread: b runs
-  // there, and its kept value is replayed by the recomputation.
+  // there, after a (a gives it time to start elsewhere and checks that it did not), and its kept
+  // value is replayed by the recomputation.
   Tensor x = from_vector(std::vector<double>{0.5, -0.25}, {2});
   double scale = 1;
   std::vector<std::thread::id> b_threads;
+  std::vector<bool> b_before_a_ended;
   Function block = [&](const std::vector<Tensor>& in) {
     Tensor first, second;
+    std::atomic<bool> b_started{false};
     concurrently(
-        Device::cpu(), [&] { first = in[0] * 2.0; },
+        Device::cpu(),
         [&] {
+          b_before_a_ended.push_back(wait_for(b_started, std::chrono::milliseconds(200)));
+          first = in[0] * 2.0;
+        },
+        [&] {
+          b_started = true;
           b_threads.push_back(std::this_thread::get_id());
-          second = in[0] * same_on_recompute([&] {
-                     scale *= 2;
-                     return full({2}, scale, DType::f64);
-                   });
+          second = same_on_recompute([&] {
+            scale *= 2;
+            return full({2}, scale, DType::f64);
+          });
         });
-    return first + second;
+    return first * second;
   };
   auto [y, grads] = value_and_grad([&](const std::vector<Tensor>& in) { return sum(checkpoint(block, in)); }, {x});
   REQUIRE(b_threads.size() == 2);  // the first run and the recomputation
+  CHECK(b_before_a_ended == std::vector<bool>{false, false});
   CHECK(b_threads[0] == std::this_thread::get_id());
   CHECK(b_threads[1] == std::this_thread::get_id());
-  CHECK(grads[0].to_vector<double>() == std::vector<double>{4.0, 4.0});  // 2 + the kept 2, not 4
+  CHECK(grads[0].to_vector<double>() == std::vector<double>{4.0, 4.0});  // 2 times the kept 2 (a new draw: 8)
   CHECK(scale == 2);
+
+  // A pullback inside a checkpoint runs while recomputing() holds (the backward of the
+  // recomputed layer): b sees it too, on whatever thread runs it.
+  std::vector<int> b_recomputing;
+  Function probe = [&](const std::vector<Tensor>& in) {
+    const Tensor y = in[0] * 1.0;
+    return record("probe", y.detach(), {in[0]}, [&](const Tensor& g) {
+      std::atomic<bool> b_started{false};
+      concurrently(
+          Device::cpu(), [&] { wait_for(b_started, std::chrono::seconds(20)); },
+          [&] {
+            b_recomputing.push_back(recomputing() ? 1 : 0);
+            b_started = true;
+          });
+      return std::vector<Tensor>{g};
+    });
+  };
+  value_and_grad([&](const std::vector<Tensor>& in) { return sum(checkpoint(probe, in)); }, {x});
+  value_and_grad([&](const std::vector<Tensor>& in) { return sum(probe(in)); }, {x});
+  CHECK(b_recomputing == std::vector<int>{1, 0});
 
   // Errors: a's before b's, each only once both have ended.
   bool b_ended = false;

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <optional>
 
+#include <tbb/global_control.h>
+
 #include "nn/attention_kinds.hpp"
 #include "nn/model.hpp"
 #include "tensor/cpu/memory_cache.hpp"
@@ -20,8 +22,11 @@ using namespace cotan::train;
 namespace {
 
 // Bytes the CPU allocator holds at the peak of a training step (the second, when the AdamW
-// moments exist), above what was in use before the models were made.
+// moments exist), above what was in use before the models were made. On one thread, where the
+// teacher's forward pass runs after the student's, on top of all its saved values: the moment the
+// plan counts, the worst case of the two passes side by side.
 double measured_peak(const PlanInputs& in) {
+  tbb::global_control one_thread(tbb::global_control::max_allowed_parallelism, 1);
   const size_t before = cpu::cpu_memory_stats().in_use;
   const nn::CausalLM student(in.student, in.checkpoint_layers);
   std::optional<nn::CausalLM> teacher_model;

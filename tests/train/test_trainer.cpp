@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include <tbb/global_control.h>
+#include <tbb/task_arena.h>
 
 #include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
@@ -297,6 +298,7 @@ TEST_CASE("the objective: one function for the training step and evaluation") {
 
 TEST_CASE("a distillation step: the teacher's pass beside the student's gives the bits of 1 thread") {
   // Large enough that the products inside both passes spread over the threads too.
+  INFO("cores available: ", tbb::this_task_arena::max_concurrency());
   nn::ModelConfig tc = micro(nn::AttentionKind::softmax), sc = micro(nn::AttentionKind::affine);
   tc.hidden_size = 96, tc.num_heads = 6, tc.num_kv_heads = 2, tc.intermediate_size = 256, tc.num_layers = 3;
   sc.hidden_size = 64, sc.num_heads = 4, sc.num_kv_heads = 2, sc.intermediate_size = 192;
