@@ -59,8 +59,12 @@ HeadLossResult Backend::head_loss(const HeadLossSpec& spec, const KdLossConfig& 
   for (int64_t r0 = 0; r0 < n; r0 += chunk) {
     const int64_t r1 = std::min(n, r0 + chunk);
     const Tensor h = slice(spec.hidden, 0, r0, r1);
-    Tensor logits = matmul(h, head_t);  // [C, V], fresh and contiguous: the gradient goes over it
-    const Tensor teacher = want_kd ? matmul(slice(spec.teacher_hidden, 0, r0, r1), teacher_head_t) : Tensor();
+    // The two heads' products side by side, and the two products of the gradients below: each
+    // pair is independent, and too small to keep the threads busy to its end alone.
+    Tensor logits, teacher;  // [C, V], fresh and contiguous: the gradient goes over logits
+    run_concurrently(
+        h.device(), [&] { logits = matmul(h, head_t); },
+        [&] { if (want_kd) teacher = matmul(slice(spec.teacher_hidden, 0, r0, r1), teacher_head_t); });
     const Tensor targets = spec.targets.defined() ? slice(spec.targets, 0, r0, r1) : Tensor();
     const KdLossResult part = kd_loss(logits, teacher, targets, config, want_grad, logits);
     // The chunk's parts are means over its own counted tokens; weigh them into the mean over all.
@@ -79,11 +83,14 @@ HeadLossResult Backend::head_loss(const HeadLossSpec& spec, const KdLossConfig& 
     // into the [C, Ds] operands rather than the [C, V] gradient.
     const Tensor one = arange(share, 0, 1, dtype);
     const Tensor scale = one.as_strided(h.shape(), {0, 0}, one.offset());
-    d_hidden.push_back(binary(BinaryOp::mul, matmul(part.grad, spec.head), scale));  // [C, Ds]
-    // d_head [V, Ds] += G^T (h * share), in place: no second [V, Ds] exists.
-    const Tensor scaled_h = binary(BinaryOp::mul, h, scale);
-    if (out.d_head.defined()) matmul_accumulate(transpose(part.grad), scaled_h, out.d_head);
-    else out.d_head = matmul(transpose(part.grad), scaled_h);
+    run_concurrently(
+        h.device(), [&] { d_hidden.push_back(binary(BinaryOp::mul, matmul(part.grad, spec.head), scale)); },  // [C, Ds]
+        [&] {
+          // d_head [V, Ds] += G^T (h * share), in place: no second [V, Ds] exists.
+          const Tensor scaled_h = binary(BinaryOp::mul, h, scale);
+          if (out.d_head.defined()) matmul_accumulate(transpose(part.grad), scaled_h, out.d_head);
+          else out.d_head = matmul(transpose(part.grad), scaled_h);
+        });
   }
   if (want_kd) out.total += config.kd_ratio * out.kd;
   if (config.kd_ratio < 1) out.total += (1 - config.kd_ratio) * out.ce;
