@@ -1,6 +1,7 @@
 // The tape and the backward pass.
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -143,18 +144,18 @@ NoGrad::~NoGrad() { grad_mode = previous_; }
 bool recomputing() { return recompute_depth > 0; }
 
 void concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b) {
-  if (!kept_frames.empty()) {
-    a();
-    GradModeScope off(false);
-    b();
-    return;
-  }
+  // Inside a checkpointed function's runs, b runs after a on this thread, with its frames.
+  const bool side_by_side = kept_frames.empty();
   const int depth = recompute_depth;
-  run_concurrently(device, a, [&] {
-    GradModeScope off(false);
-    BorrowedThreadScope borrowed(depth);
-    b();
-  });
+  run_concurrently(
+      device, a,
+      [&] {
+        GradModeScope off(false);
+        std::optional<BorrowedThreadScope> borrowed;
+        if (side_by_side) borrowed.emplace(depth);
+        b();
+      },
+      side_by_side);
 }
 
 Tensor same_on_recompute(const std::function<Tensor()>& compute) {

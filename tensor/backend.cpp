@@ -139,32 +139,34 @@ void set_num_threads(int n) {
 
 int num_threads() { return int(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)); }
 
-void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b) {
-  const int threads = std::min(tbb::this_task_arena::max_concurrency(), num_threads());
-  if (!device.is_cpu() || threads < 2) {
-    a();
-    b();
-    return;
-  }
-  // Each function runs isolated: a thread waiting inside one of them (at the end of a parallel
-  // loop) takes only that function's tasks, never the other function whole, so the two never
-  // interleave on one thread, whose per-thread state (autograd's tape) would then mix them.
+void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b,
+                      bool side_by_side) {
   std::exception_ptr failed_a, failed_b;
   auto guarded = [](const std::function<void()>& f, std::exception_ptr& failed) {
-    tbb::this_task_arena::isolate([&] {
-      try {
-        f();
-      } catch (...) {
-        failed = std::current_exception();
-      }
-    });
+    try {
+      f();
+    } catch (...) {
+      failed = std::current_exception();
+    }
   };
-  // A context of its own: called from inside an algorithm that gets cancelled, b still runs.
-  tbb::task_group_context context(tbb::task_group_context::isolated);
-  tbb::task_group group(context);
-  group.run([&] { guarded(b, failed_b); });
-  guarded(a, failed_a);
-  group.wait();
+  const int threads = std::min(tbb::this_task_arena::max_concurrency(), num_threads());
+  if (!side_by_side || !device.is_cpu() || threads < 2) {
+    guarded(a, failed_a);
+    guarded(b, failed_b);
+  } else {
+    // Each function runs isolated: a thread waiting inside one of them (at the end of a parallel
+    // loop) takes only that function's tasks, never the other function whole, so the two never
+    // interleave on one thread, whose per-thread state (autograd's tape) would then mix them.
+    auto isolated = [&](const std::function<void()>& f, std::exception_ptr& failed) {
+      tbb::this_task_arena::isolate([&] { guarded(f, failed); });
+    };
+    // A context of its own: called from inside an algorithm that gets cancelled, b still runs.
+    tbb::task_group_context context(tbb::task_group_context::isolated);
+    tbb::task_group group(context);
+    group.run([&] { isolated(b, failed_b); });
+    isolated(a, failed_a);
+    group.wait();
+  }
   if (failed_a) std::rethrow_exception(failed_a);
   if (failed_b) std::rethrow_exception(failed_b);
 }

@@ -147,11 +147,12 @@ void set_num_threads(int n);
 int num_threads();
 // Runs a() on the calling thread and b() as a task beside it, taken by another of the CPU
 // backend's threads when one is free (the ops in each still spread over every thread, and a
-// thread done with one helps the other), when `device` is the CPU and there are at least two
-// threads; else a() then b(). Each op gives the same bits either way. The first exception, a's
-// before b's, is rethrown once both have ended. State kept per thread by the layers above
-// (autograd's grad mode) is not carried into b: model code goes through autograd's
-// concurrently().
-void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b);
+// thread done with one helps the other), when `side_by_side`, `device` is the CPU and there are
+// at least two threads; else a() then b() on the calling thread. Each op gives the same bits
+// either way. Both always run to their end; then the first exception, a's before b's, is
+// rethrown. State kept per thread by the layers above (autograd's grad mode) is not carried into
+// b: model code goes through autograd's concurrently().
+void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b,
+                      bool side_by_side = true);
 
 }  // namespace cotan
