@@ -64,7 +64,7 @@ HeadLossResult Backend::head_loss(const HeadLossSpec& spec, const KdLossConfig& 
     Tensor logits, teacher;  // [C, V], fresh and contiguous: the gradient goes over logits
     run_concurrently(
         h.device(), [&] { logits = matmul(h, head_t); },
-        [&] { if (want_kd) teacher = matmul(slice(spec.teacher_hidden, 0, r0, r1), teacher_head_t); });
+        [&] { if (want_kd) teacher = matmul(slice(spec.teacher_hidden, 0, r0, r1), teacher_head_t); }, want_kd);
     const Tensor targets = spec.targets.defined() ? slice(spec.targets, 0, r0, r1) : Tensor();
     const KdLossResult part = kd_loss(logits, teacher, targets, config, want_grad, logits);
     // The chunk's parts are means over its own counted tokens; weigh them into the mean over all.

@@ -49,16 +49,6 @@ nn::State teacher_state(const Teacher& teacher) {
   return st;
 }
 
-Tensor teacher_logits(const Teacher& teacher, const Tensor& inputs) {
-  NoGrad no_grad;
-  return teacher.model->apply(inputs, *teacher.params, teacher_state(teacher)).first;
-}
-
-Tensor teacher_hidden(const Teacher& teacher, const Tensor& inputs) {
-  NoGrad no_grad;
-  return teacher.model->hidden(inputs, *teacher.params, teacher_state(teacher)).first;
-}
-
 // One line of metrics.jsonl; errors name the file and the line.
 MetricsRecord read_metrics_line(const std::string& line, const fs::path& path, int64_t number) {
   const std::string source = cat(path.string(), " line ", number);
@@ -377,15 +367,18 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
     auto [logits, next] = student.apply(batch.inputs, ps, st);
     return {sparse_distill_loss(logits, batch.topk, batch.targets, loss), std::move(next)};
   }
-  // With a teacher, its forward pass and the student's run side by side (concurrently): neither
-  // needs the other before the loss, and two passes keep the threads busy where the small
-  // products of one pass each leave threads waiting at their ends.
+  // With a teacher, its forward pass and the student's run side by side (concurrently, whose
+  // second function records nothing): neither needs the other before the loss, and two passes
+  // keep the threads busy where the small products of one pass each leave threads waiting at
+  // their ends.
   if (fused_head) {
     Tensor hidden, teacher_out;
     nn::State next;
     auto student_pass = [&] { std::tie(hidden, next) = student.hidden(batch.inputs, ps, st); };
     if (teacher.model && loss.kd_ratio > 0)
-      concurrently(batch.inputs.device(), student_pass, [&] { teacher_out = teacher_hidden(teacher, batch.inputs); });
+      concurrently(batch.inputs.device(), student_pass, [&] {
+        teacher_out = teacher.model->hidden(batch.inputs, *teacher.params, teacher_state(teacher)).first;
+      });
     else
       student_pass();
     if (!teacher.model) {
@@ -405,7 +398,9 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
   nn::State next;
   auto student_pass = [&] { std::tie(logits, next) = student.apply(batch.inputs, ps, st); };
   if (teacher.model)
-    concurrently(batch.inputs.device(), student_pass, [&] { teacher_out = teacher_logits(teacher, batch.inputs); });
+    concurrently(batch.inputs.device(), student_pass, [&] {
+      teacher_out = teacher.model->apply(batch.inputs, *teacher.params, teacher_state(teacher)).first;
+    });
   else
     student_pass();
   LossParts parts;
