@@ -250,13 +250,15 @@ int bench_train(const Args& args) {
   }
 
   Side ours, theirs, compiled;
+  // As in train::fit, each step's teacher pass for the next step runs beside its student passes.
+  train::Lookahead ahead;
   auto run_cotan = [&](int n, bool timed) {
     for (int i = 0; i < n; ++i) {
       train::StepRecord record;
       const double cpu_start = process_cpu_seconds();
       const double seconds = seconds_on(device, [&] {
         record = train::train_step(student, params, state, optimizer, frozen, [&] { return batch_on_device; },
-                                   config, kLearningRate);
+                                   config, kLearningRate, &ahead, true);
       });
       const double cpu = process_cpu_seconds() - cpu_start;
       check(std::isfinite(record.loss), "bench train", "cotan's loss is ", record.loss);

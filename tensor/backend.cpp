@@ -139,6 +139,10 @@ void set_num_threads(int n) {
 
 int num_threads() { return int(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)); }
 
+bool runs_side_by_side(Device device) {
+  return device.is_cpu() && std::min(tbb::this_task_arena::max_concurrency(), num_threads()) >= 2;
+}
+
 void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b,
                       bool side_by_side) {
   std::exception_ptr failed_a, failed_b;
@@ -149,8 +153,7 @@ void run_concurrently(Device device, const std::function<void()>& a, const std::
       failed = std::current_exception();
     }
   };
-  const int threads = std::min(tbb::this_task_arena::max_concurrency(), num_threads());
-  if (!side_by_side || !device.is_cpu() || threads < 2) {
+  if (!side_by_side || !runs_side_by_side(device)) {
     guarded(a, failed_a);
     guarded(b, failed_b);
   } else {

@@ -154,5 +154,8 @@ int num_threads();
 // b: model code goes through autograd's concurrently().
 void run_concurrently(Device device, const std::function<void()>& a, const std::function<void()>& b,
                       bool side_by_side = true);
+// Whether run_concurrently runs its two functions side by side on `device`: the CPU, with at least
+// two threads (else one after the other).
+bool runs_side_by_side(Device device);
 
 }  // namespace cotan

@@ -13,14 +13,18 @@
 // model adds N (2D + 1) and, with the heads inside the loss, the head's gradient [V, D] (without
 // them, the [N, V] logits). The peak is that plus the largest of three moments:
 //   the teacher's forward pass        N (3 I_t + 4 D_t + heads_t) c   (on top of every saved
-//                                     value: on CPU threads it runs beside the student's pass,
-//                                     and this is the worst case)
+//                                     value: where the passes run in order, as on a GPU, after
+//                                     the student's forward pass; on CPU threads, beside it)
 //   the loss's chunk                  N D_t c + 2 x 256 x V x c + N D c   (fused heads)
 //   the backward pass                 every gradient + N (3I + 2D) c (+ one layer's saved values,
 //                                     recomputed, with activation checkpointing, which keeps only
 //                                     each layer's input, N D c, through the forward pass)
 // on top of the weights, their compute-dtype copy (mixed precision), the AdamW moments, the
 // teacher's weights and, with gradient accumulation, the running sum of the gradients.
+// On two CPU threads or more the teacher's pass on the next micro-batch runs beside the student's
+// whole pass (train_step's lookahead), so there it can add to the backward moment, and the
+// teacher's output waits through the next optimizer step: the plan is that of a device (the
+// passes in order), and tests/train/test_plan.cpp measures on one thread.
 #pragma once
 
 #include <cstdint>

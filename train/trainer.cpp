@@ -112,7 +112,7 @@ std::vector<fs::path> numbered_checkpoints(const fs::path& run_dir) {
 // numbered ones beyond `keep` checkpoints in all are removed.
 void write_checkpoint(const fs::path& run_dir, int64_t step, std::optional<int64_t> previous, int64_t keep,
                       const nn::CausalLM& model, const nn::Params& ps, const nn::State& st, const AdamW& opt,
-                      const WindowLoader& loader, const Json& fields) {
+                      const LoaderState& loader, const Json& fields) {
   const fs::path tmp = run_dir / "checkpoint.tmp", final_dir = run_dir / "checkpoint";
   remove_or_fail(tmp);
   std::error_code ec;
@@ -125,7 +125,7 @@ void write_checkpoint(const fs::path& run_dir, int64_t step, std::optional<int64
   Json meta = Json::object();
   meta["step"] = step;
   meta["optimizer_steps"] = opt.steps();
-  meta["loader"] = loader.state().to_json();
+  meta["loader"] = loader.to_json();
   meta["model_config"] = model.config().to_json();
   meta["train"] = fields;
   meta["checksums"] = checksum_manifest(tmp.string(), {std::begin(kCheckpointFiles), std::end(kCheckpointFiles)}, "checkpoint");
@@ -356,9 +356,17 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
   return text;
 }
 
+Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head) {
+  if (!teacher.model || (fused_head && loss.kd_ratio <= 0)) return Tensor();
+  NoGrad no_grad;
+  const nn::State st = teacher_state(teacher);
+  return fused_head ? teacher.model->hidden(batch.inputs, *teacher.params, st).first
+                    : teacher.model->apply(batch.inputs, *teacher.params, st).first;
+}
+
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
-                                          bool fused_head) {
+                                          bool fused_head, const Tensor& teacher_out) {
   if (teacher.topk && fused_head) {
     auto [hidden, next] = student.hidden(batch.inputs, ps, st);
     return {sparse_head_loss(hidden, student.head_weight(ps), batch.topk, batch.targets, loss), std::move(next)};
@@ -367,47 +375,39 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
     auto [logits, next] = student.apply(batch.inputs, ps, st);
     return {sparse_distill_loss(logits, batch.topk, batch.targets, loss), std::move(next)};
   }
-  // With a teacher, its forward pass and the student's run side by side (concurrently, whose
-  // second function records nothing): neither needs the other before the loss, and two passes
-  // keep the threads busy where the small products of one pass each leave threads waiting at
-  // their ends.
+  // Without the teacher's output at hand, its forward pass and the student's run side by side
+  // (concurrently, whose second function records nothing): neither needs the other before the
+  // loss, and two passes keep the threads busy where the small products of one pass each leave
+  // threads waiting at their ends.
+  Tensor student_out, teacher_part = teacher_out;
+  nn::State next;
+  auto student_pass = [&] {
+    std::tie(student_out, next) = fused_head ? student.hidden(batch.inputs, ps, st) : student.apply(batch.inputs, ps, st);
+  };
+  if (!teacher_part.defined() && teacher.model && (!fused_head || loss.kd_ratio > 0))
+    concurrently(batch.inputs.device(), student_pass,
+                 [&] { teacher_part = teacher_output(teacher, batch, loss, fused_head); });
+  else
+    student_pass();
   if (fused_head) {
-    Tensor hidden, teacher_out;
-    nn::State next;
-    auto student_pass = [&] { std::tie(hidden, next) = student.hidden(batch.inputs, ps, st); };
-    if (teacher.model && loss.kd_ratio > 0)
-      concurrently(batch.inputs.device(), student_pass, [&] {
-        teacher_out = teacher.model->hidden(batch.inputs, *teacher.params, teacher_state(teacher)).first;
-      });
-    else
-      student_pass();
     if (!teacher.model) {
       LossConfig ce = loss;
       ce.kd_ratio = 0;
       LossParts parts;  // only the total and the CE, as the unfused path
-      parts.total = head_loss(hidden, student.head_weight(ps), Tensor(), Tensor(), batch.targets, ce).total;
+      parts.total = head_loss(student_out, student.head_weight(ps), Tensor(), Tensor(), batch.targets, ce).total;
       parts.ce = parts.total.detach();
       return {std::move(parts), std::move(next)};
     }
-    LossParts parts = head_loss(hidden, student.head_weight(ps), teacher_out,
+    LossParts parts = head_loss(student_out, student.head_weight(ps), teacher_part,
                                 loss.kd_ratio > 0 ? teacher.model->head_weight(*teacher.params) : Tensor(),
                                 batch.targets, loss);
     return {std::move(parts), std::move(next)};
   }
-  Tensor logits, teacher_out;
-  nn::State next;
-  auto student_pass = [&] { std::tie(logits, next) = student.apply(batch.inputs, ps, st); };
-  if (teacher.model)
-    concurrently(batch.inputs.device(), student_pass, [&] {
-      teacher_out = teacher.model->apply(batch.inputs, *teacher.params, teacher_state(teacher)).first;
-    });
-  else
-    student_pass();
   LossParts parts;
   if (teacher.model) {
-    parts = distill_loss(std::move(logits), std::move(teacher_out), batch.targets, loss);
+    parts = distill_loss(std::move(student_out), std::move(teacher_part), batch.targets, loss);
   } else {
-    parts.total = cross_entropy(std::move(logits), batch.targets);
+    parts.total = cross_entropy(std::move(student_out), batch.targets);
     parts.ce = parts.total.detach();
   }
   return {std::move(parts), std::move(next)};
@@ -437,7 +437,7 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
 
 StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State& state, AdamW& opt,
                       const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
-                      double lr) {
+                      double lr, Lookahead* ahead, bool draw_after) {
   nn::Params grads;
   StepRecord rec;
   // The parts the loss computes (LossParts holds 0 for the others): KD and the teacher's entropy
@@ -446,23 +446,49 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
   const bool has_ce = !teacher.distills() || config.loss.kd_ratio < 1;
   if (has_kd) rec.kd = rec.teacher_entropy = 0.0;
   if (has_ce) rec.ce = 0.0;
+  // Whether the next micro-batch's teacher pass runs beside this one's passes (see the header).
+  const bool look_ahead = ahead && teacher.model && (!config.fused_head || config.loss.kd_ratio > 0) &&
+                          runs_side_by_side(config.device);
   for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
-    Batch batch = next_batch();
+    Batch batch;
+    Tensor teacher_out;
+    if (ahead && ahead->batch) {
+      batch = std::move(*ahead->batch);
+      teacher_out = std::move(ahead->teacher_out);
+      *ahead = Lookahead();
+    } else {
+      batch = next_batch();
+    }
     LossParts parts;
     nn::State next;
-    auto [value, g] = nn::value_and_grad([&](const nn::Params& p) {
-      const DType master = p.begin()->second.dtype();
-      if (config.compute_dtype == master) {
-        std::tie(parts, next) = objective(student, teacher, p, state, batch, config.loss, config.fused_head);
-      } else {
-        // Mixed precision: buffers (moving averages) stay in the master dtype between steps.
-        nn::State st2;
-        std::tie(parts, st2) = objective(student, teacher, nn::cast(p, config.compute_dtype),
-                                         nn::cast(state, config.compute_dtype), batch, config.loss, config.fused_head);
-        next = nn::cast(st2, master);
-      }
-      return parts.total;
-    }, params);
+    Tensor value;
+    nn::Params g;
+    auto passes = [&] {
+      std::tie(value, g) = nn::value_and_grad([&](const nn::Params& p) {
+        const DType master = p.begin()->second.dtype();
+        if (config.compute_dtype == master) {
+          std::tie(parts, next) =
+              objective(student, teacher, p, state, batch, config.loss, config.fused_head, teacher_out);
+        } else {
+          // Mixed precision: buffers (moving averages) stay in the master dtype between steps.
+          nn::State st2;
+          std::tie(parts, st2) = objective(student, teacher, nn::cast(p, config.compute_dtype),
+                                           nn::cast(state, config.compute_dtype), batch, config.loss,
+                                           config.fused_head, teacher_out);
+          next = nn::cast(st2, master);
+        }
+        return parts.total;
+      }, params);
+    };
+    if (look_ahead && (micro + 1 < config.grad_accum || draw_after)) {
+      Lookahead upcoming{next_batch(), Tensor()};
+      concurrently(config.device, passes, [&] {
+        upcoming.teacher_out = teacher_output(teacher, *upcoming.batch, config.loss, config.fused_head);
+      });
+      *ahead = std::move(upcoming);
+    } else {
+      passes();
+    }
     state = next;
     double scale = 1.0 / double(config.grad_accum);
     accumulate(grads, g, scale);
@@ -616,10 +642,20 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
                      : cat("none written yet in ", run_dir.string());
   };
   int64_t end = config.stop_after > 0 ? std::min(config.steps, config.stop_after) : config.steps;
+  // The micro-batch train_step draws ahead, and where the loader was before it: a checkpoint
+  // holds that position, so a resumed run draws the waiting batch again.
+  Lookahead ahead;
+  LoaderState before_last_draw = loader.state();
+  auto next_batch = [&] {
+    before_last_draw = loader.state();
+    return to(loader.next(), device);
+  };
+  auto position = [&] { return ahead.batch ? before_last_draw : loader.state(); };
   for (int64_t step = start; step < end; ++step) {
     if (stop_requested().load()) {
       metrics.sync();
-      write_checkpoint(run_dir, step, last_good, config.keep_checkpoints, student, params, state, opt, loader, fields);
+      write_checkpoint(run_dir, step, last_good, config.keep_checkpoints, student, params, state, opt, position(),
+                       fields);
       result.interrupted = true;
       if (bar) std::cerr << "\n";
       std::cerr << "interrupted at step " << step << ": checkpoint written to " << (run_dir / "checkpoint").string()
@@ -627,8 +663,8 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
       break;
     }
     auto ts = std::chrono::steady_clock::now();
-    StepRecord rec = train_step(student, params, state, opt, teacher, [&] { return to(loader.next(), device); },
-                                config, lr_at(schedule, step));
+    StepRecord rec =
+        train_step(student, params, state, opt, teacher, next_batch, config, lr_at(schedule, step), &ahead, step + 1 < end);
     rec.step = step;
     if (!std::isfinite(rec.loss) || !std::isfinite(rec.grad_norm)) {
       if (bar) std::cerr << "\n";
@@ -661,7 +697,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
 
     if ((config.checkpoint_every > 0 && (step + 1) % config.checkpoint_every == 0) || last || step + 1 == end) {
       metrics.sync();
-      write_checkpoint(run_dir, step + 1, last_good, config.keep_checkpoints, student, params, state, opt, loader,
+      write_checkpoint(run_dir, step + 1, last_good, config.keep_checkpoints, student, params, state, opt, position(),
                        fields);
       last_good = step + 1;
     }

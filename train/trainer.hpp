@@ -198,9 +198,22 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 // mode updates its buffers, evaluation mode returns them unchanged). With fused_head the heads
 // run inside the loss (train::head_loss) on both models' final hidden states; otherwise the
 // student's logits are donated to distill_loss. The training step and evaluate() both call it.
+// teacher_out, when defined, is teacher_output(teacher, batch, loss, fused_head) computed
+// beforehand (train_step's lookahead); else the teacher's pass runs here.
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
-                                          bool fused_head = true);
+                                          bool fused_head = true, const Tensor& teacher_out = Tensor());
+
+// What objective() takes from the teacher's forward pass on batch.inputs (evaluation mode, no
+// gradient): its final hidden states with fused heads (none at kd_ratio 0), else its logits.
+// Undefined without a teacher model (pretraining, offline top-k targets).
+Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head = true);
+
+// The next micro-batch, drawn ahead of its turn, and the teacher's output on it (teacher_output).
+struct Lookahead {
+  std::optional<Batch> batch;
+  Tensor teacher_out;
+};
 
 // One optimizer step, the body of fit's loop: for each of config.grad_accum micro-batches from
 // next_batch, the objective's value and gradient (in config.compute_dtype); then the averaged
@@ -209,9 +222,17 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
 // not finite is returned without the update, params unchanged, for the caller to report.
 // Fills lr, loss, kd, ce, teacher_entropy and grad_norm of the record; step and tokens_per_s are
 // the caller's.
+// With `ahead`, where the teacher runs a forward pass and the two run side by side
+// (runs_side_by_side: the CPU, two threads or more), the next micro-batch is drawn one ahead and
+// the teacher's pass on it runs beside this micro-batch's forward and backward passes (the
+// student's alone would leave threads waiting at the end of each of its small products); it waits
+// in *ahead, which the next micro-batch, in this step or the next, takes instead of drawing. After
+// the step's last micro-batch only when `draw_after` (another step follows). The batches come in
+// the same order and every value has the same bits as without `ahead`; a caller that saves the
+// data's position must count the batch waiting in *ahead as not drawn.
 StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State& state, AdamW& opt,
                       const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
-                      double lr);
+                      double lr, Lookahead* ahead = nullptr, bool draw_after = false);
 
 // Mean KD loss, CE and perplexity over the validation batches: the objective in evaluation mode,
 // no gradients, whatever the training mix of KD and CE (kd_ratio).

@@ -128,6 +128,34 @@ TEST_CASE("the same seed gives identical metrics; 20 + 20 resumed steps equal 40
   CHECK(deterministic_metrics(full.run_dir) == deterministic_metrics(second.run_dir));
 }
 
+TEST_CASE("a checkpoint written while a batch waits drawn ahead resumes at that batch") {
+  // On two threads each step draws the next micro-batch ahead (train_step's lookahead), so the
+  // checkpoint after step 3 is written with the first batch of step 4 waiting: it must hold the
+  // loader's position before that batch.
+  INFO("cores available: ", tbb::this_task_arena::max_concurrency());
+  tbb::global_control two(tbb::global_control::max_allowed_parallelism, 2);
+  Pair pair;
+  nn::CausalLM student(micro(nn::AttentionKind::affine));
+  TokenData data = corpus();
+  auto run = [&](const TrainConfig& c, bool resume) {
+    Generator gen(5);
+    auto [ps, st] = student.init(gen);
+    return fit(student, ps, st, pair.view(), data, c, resume);
+  };
+  TrainConfig c = config("cotan_train_waiting", 6);
+  c.checkpoint_every = 3;
+  c.keep_checkpoints = 2;
+  const TrainResult full = run(c, false);
+  const std::string metrics = deterministic_metrics(c.run_dir);
+  fs::remove_all(fs::path(c.run_dir) / "checkpoint");  // the step-6 one: resume from checkpoint-3
+  const TrainResult resumed = run(config("cotan_train_waiting", 6, true), true);
+  REQUIRE(resumed.start_step == 3);
+  REQUIRE(resumed.steps.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(resumed.steps[i].loss == full.steps[3 + i].loss);
+  for (const auto& [name, t] : full.params) CHECK(t.to_vector<float>() == resumed.params.at(name).to_vector<float>());
+  CHECK(deterministic_metrics(c.run_dir) == metrics);
+}
+
 TEST_CASE("resuming under another config is refused") {
   Pair pair;
   TokenData data = corpus();
@@ -333,6 +361,71 @@ TEST_CASE("a distillation step: the teacher's pass beside the student's gives th
     for (const auto& [name, value] : one_params) {
       INFO(name);
       CHECK(value.to_vector<double>() == two_params.at(name).to_vector<double>());
+    }
+  }
+}
+
+TEST_CASE("the next micro-batch's teacher pass beside this one's: same batches, same bits, one batch waiting") {
+  INFO("cores available: ", tbb::this_task_arena::max_concurrency());
+  nn::ModelConfig tc = micro(nn::AttentionKind::softmax), sc = micro(nn::AttentionKind::affine);
+  tc.hidden_size = 96, tc.num_heads = 6, tc.num_kv_heads = 2, tc.intermediate_size = 256, tc.num_layers = 3;
+  sc.hidden_size = 64, sc.num_heads = 4, sc.num_kv_heads = 2, sc.intermediate_size = 192;
+  const nn::CausalLM teacher(tc), student(sc);
+  Generator gen(23);
+  const auto [teacher_params, teacher_state] = teacher.init(gen);
+  const auto [start_params, start_state] = student.init(gen);
+  const Teacher view{&teacher, &teacher_params, &teacher_state};
+  std::vector<Batch> batches;  // a different batch each draw
+  for (int i = 0; i < 7; ++i)
+    batches.push_back({randint({2, 48}, 0, kByteVocab, gen), randint({2, 48}, 0, kByteVocab, gen), {}});
+  constexpr int kSteps = 3;
+  for (const bool fused_head : {true, false}) {
+    INFO("fused head: ", fused_head);
+    TrainConfig c;
+    c.fused_head = fused_head;
+    c.grad_accum = 2;
+    c.loss.kd_ratio = 0.5;
+    struct Run {
+      std::vector<double> losses;
+      nn::Params params;
+      size_t drawn = 0;
+      bool waiting_after_step = false;  // a batch waited in `ahead` after each step but the last
+    };
+    auto run = [&](int threads, bool look_ahead) {
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+      Run r;
+      r.params = start_params;
+      nn::State st = start_state;
+      st.training = true;
+      AdamW opt(c.adamw, student.param_specs());
+      Lookahead ahead;
+      r.waiting_after_step = true;
+      for (int step = 0; step < kSteps; ++step) {
+        const bool more = step + 1 < kSteps;
+        r.losses.push_back(train_step(student, r.params, st, opt, view, [&] { return batches.at(r.drawn++); }, c,
+                                      1e-3, look_ahead ? &ahead : nullptr, more)
+                               .loss);
+        if (ahead.batch.has_value() != more) r.waiting_after_step = false;
+        if (!ahead.batch) continue;
+        // The batch waiting is the next one, with the teacher's output on it.
+        CHECK(ahead.batch->inputs.same_storage(batches.at(r.drawn - 1).inputs));
+        const Tensor direct = teacher_output(view, *ahead.batch, c.loss, fused_head);
+        CHECK(ahead.teacher_out.to_vector<float>() == direct.to_vector<float>());
+      }
+      return r;
+    };
+    const Run plain = run(1, false), one = run(1, true), two = run(2, true);
+    CHECK(plain.drawn == size_t(kSteps * c.grad_accum));
+    CHECK(one.drawn == plain.drawn);  // one thread: nothing drawn ahead
+    CHECK(two.drawn == plain.drawn);  // the last step drew nothing for a step that does not come
+    CHECK(one.losses == plain.losses);
+    CHECK(two.losses == plain.losses);
+    CHECK(plain.losses[2] != plain.losses[1]);
+    if (tbb::this_task_arena::max_concurrency() >= 2) CHECK(two.waiting_after_step);
+    for (const auto& [name, value] : plain.params) {
+      INFO(name);
+      CHECK(value.to_vector<double>() == one.params.at(name).to_vector<double>());
+      CHECK(value.to_vector<double>() == two.params.at(name).to_vector<double>());
     }
   }
 }
