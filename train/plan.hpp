@@ -22,9 +22,10 @@
 // on top of the weights, their compute-dtype copy (mixed precision), the AdamW moments, the
 // teacher's weights and, with gradient accumulation, the running sum of the gradients.
 // On two CPU threads or more the teacher's pass on the next micro-batch runs beside the student's
-// whole pass (train_step's lookahead), so there it can add to the backward moment, and the
-// teacher's output waits through the next optimizer step: the plan is that of a device (the
-// passes in order), and tests/train/test_plan.cpp measures on one thread.
+// forward and backward passes (train_step's lookahead), so there it can add to the backward
+// moment, and its output waits for its micro-batch (across the optimizer update at the end of a
+// step): the plan is that of a device (the passes in order), and tests/train/test_plan.cpp
+// measures on one thread.
 #pragma once
 
 #include <cstdint>

@@ -43,6 +43,10 @@ void install_interrupt_handler() {
 namespace {
 
 // The teacher's State in evaluation mode (its buffers, or fresh ones when it has none).
+// Whether the loss reads the teacher's forward pass: a teacher model (not offline targets) and a
+// KD part (at kd_ratio 0 the losses read no teacher).
+bool reads_teacher(const Teacher& teacher, const LossConfig& loss) { return teacher.model && loss.kd_ratio > 0; }
+
 nn::State teacher_state(const Teacher& teacher) {
   nn::State st = teacher.state ? *teacher.state : teacher.model->init_state();
   st.training = false;
@@ -357,7 +361,7 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 }
 
 Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head) {
-  if (!teacher.model || (fused_head && loss.kd_ratio <= 0)) return Tensor();
+  if (!reads_teacher(teacher, loss)) return Tensor();
   NoGrad no_grad;
   const nn::State st = teacher_state(teacher);
   return fused_head ? teacher.model->hidden(batch.inputs, *teacher.params, st).first
@@ -366,7 +370,7 @@ Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConf
 
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
-                                          bool fused_head, const Tensor& teacher_out) {
+                                          bool fused_head, Tensor teacher_out) {
   if (teacher.topk && fused_head) {
     auto [hidden, next] = student.hidden(batch.inputs, ps, st);
     return {sparse_head_loss(hidden, student.head_weight(ps), batch.topk, batch.targets, loss), std::move(next)};
@@ -379,14 +383,14 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
   // (concurrently, whose second function records nothing): neither needs the other before the
   // loss, and two passes keep the threads busy where the small products of one pass each leave
   // threads waiting at their ends.
-  Tensor student_out, teacher_part = teacher_out;
+  Tensor student_out;
   nn::State next;
   auto student_pass = [&] {
     std::tie(student_out, next) = fused_head ? student.hidden(batch.inputs, ps, st) : student.apply(batch.inputs, ps, st);
   };
-  if (!teacher_part.defined() && teacher.model && (!fused_head || loss.kd_ratio > 0))
+  if (!teacher_out.defined() && reads_teacher(teacher, loss))
     concurrently(batch.inputs.device(), student_pass,
-                 [&] { teacher_part = teacher_output(teacher, batch, loss, fused_head); });
+                 [&] { teacher_out = teacher_output(teacher, batch, loss, fused_head); });
   else
     student_pass();
   if (fused_head) {
@@ -398,14 +402,14 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
       parts.ce = parts.total.detach();
       return {std::move(parts), std::move(next)};
     }
-    LossParts parts = head_loss(student_out, student.head_weight(ps), teacher_part,
+    LossParts parts = head_loss(student_out, student.head_weight(ps), teacher_out,
                                 loss.kd_ratio > 0 ? teacher.model->head_weight(*teacher.params) : Tensor(),
                                 batch.targets, loss);
     return {std::move(parts), std::move(next)};
   }
   LossParts parts;
   if (teacher.model) {
-    parts = distill_loss(std::move(student_out), std::move(teacher_part), batch.targets, loss);
+    parts = distill_loss(std::move(student_out), teacher_out, batch.targets, loss);
   } else {
     parts.total = cross_entropy(std::move(student_out), batch.targets);
     parts.ce = parts.total.detach();
@@ -447,8 +451,7 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
   if (has_kd) rec.kd = rec.teacher_entropy = 0.0;
   if (has_ce) rec.ce = 0.0;
   // Whether the next micro-batch's teacher pass runs beside this one's passes (see the header).
-  const bool look_ahead = ahead && teacher.model && (!config.fused_head || config.loss.kd_ratio > 0) &&
-                          runs_side_by_side(config.device);
+  const bool look_ahead = ahead && reads_teacher(teacher, config.loss) && runs_side_by_side(config.device);
   for (int64_t micro = 0; micro < config.grad_accum; ++micro) {
     Batch batch;
     Tensor teacher_out;
@@ -468,13 +471,13 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
         const DType master = p.begin()->second.dtype();
         if (config.compute_dtype == master) {
           std::tie(parts, next) =
-              objective(student, teacher, p, state, batch, config.loss, config.fused_head, teacher_out);
+              objective(student, teacher, p, state, batch, config.loss, config.fused_head, std::move(teacher_out));
         } else {
           // Mixed precision: buffers (moving averages) stay in the master dtype between steps.
           nn::State st2;
           std::tie(parts, st2) = objective(student, teacher, nn::cast(p, config.compute_dtype),
                                            nn::cast(state, config.compute_dtype), batch, config.loss,
-                                           config.fused_head, teacher_out);
+                                           config.fused_head, std::move(teacher_out));
           next = nn::cast(st2, master);
         }
         return parts.total;

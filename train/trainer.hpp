@@ -199,14 +199,15 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 // run inside the loss (train::head_loss) on both models' final hidden states; otherwise the
 // student's logits are donated to distill_loss. The training step and evaluate() both call it.
 // teacher_out, when defined, is teacher_output(teacher, batch, loss, fused_head) computed
-// beforehand (train_step's lookahead); else the teacher's pass runs here.
+// beforehand (train_step's lookahead), else the teacher's pass runs here; either way it is
+// released when the loss has been computed, before the backward pass.
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
-                                          bool fused_head = true, const Tensor& teacher_out = Tensor());
+                                          bool fused_head = true, Tensor teacher_out = Tensor());
 
 // What objective() takes from the teacher's forward pass on batch.inputs (evaluation mode, no
-// gradient): its final hidden states with fused heads (none at kd_ratio 0), else its logits.
-// Undefined without a teacher model (pretraining, offline top-k targets).
+// gradient): its final hidden states with fused heads, else its logits. Undefined where the loss
+// reads no teacher: without a teacher model (pretraining, offline top-k targets) or at kd_ratio 0.
 Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head = true);
 
 // The next micro-batch, drawn ahead of its turn, and the teacher's output on it (teacher_output).

@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include <stdexcept>
+
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
 
@@ -142,6 +144,7 @@ TEST_CASE("a checkpoint written while a batch waits drawn ahead resumes at that 
     auto [ps, st] = student.init(gen);
     return fit(student, ps, st, pair.view(), data, c, resume);
   };
+  if (tbb::this_task_arena::max_concurrency() >= 2) CHECK(runs_side_by_side(Device::cpu()));
   TrainConfig c = config("cotan_train_waiting", 6);
   c.checkpoint_every = 3;
   c.keep_checkpoints = 2;
@@ -415,6 +418,27 @@ TEST_CASE("the next micro-batch's teacher pass beside this one's: same batches, 
       return r;
     };
     const Run plain = run(1, false), one = run(1, true), two = run(2, true);
+    {
+      // A waiting batch's teacher output is the one its loss reads: planted with the teacher's
+      // output on another batch, the step's loss is the objective's with that output.
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
+      TrainConfig single = c;
+      single.grad_accum = 1;
+      nn::Params ps = start_params;
+      nn::State st = start_state;
+      st.training = true;
+      const Tensor other = teacher_output(view, batches[1], c.loss, fused_head);
+      const double expected = objective(student, view, ps, st, batches[0], c.loss, fused_head, other)
+                                  .first.total.item<double>();
+      CHECK(expected != objective(student, view, ps, st, batches[0], c.loss, fused_head).first.total.item<double>());
+      Lookahead planted{batches[0], other};
+      AdamW opt(c.adamw, student.param_specs());
+      const double loss = train_step(student, ps, st, opt, view, [&]() -> Batch { throw std::runtime_error("drew"); },
+                                     single, 1e-3, &planted, false)
+                              .loss;
+      CHECK(loss == expected);
+      CHECK(!planted.batch);
+    }
     CHECK(plain.drawn == size_t(kSteps * c.grad_accum));
     CHECK(one.drawn == plain.drawn);  // one thread: nothing drawn ahead
     CHECK(two.drawn == plain.drawn);  // the last step drew nothing for a step that does not come
