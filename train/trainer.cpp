@@ -42,11 +42,11 @@ void install_interrupt_handler() {
 
 namespace {
 
-// The teacher's State in evaluation mode (its buffers, or fresh ones when it has none).
 // Whether the loss reads the teacher's forward pass: a teacher model (not offline targets) and a
 // KD part (at kd_ratio 0 the losses read no teacher).
 bool reads_teacher(const Teacher& teacher, const LossConfig& loss) { return teacher.model && loss.kd_ratio > 0; }
 
+// The teacher's State in evaluation mode (its buffers, or fresh ones when it has none).
 nn::State teacher_state(const Teacher& teacher) {
   nn::State st = teacher.state ? *teacher.state : teacher.model->init_state();
   st.training = false;

@@ -318,6 +318,21 @@ TEST_CASE("the objective: one function for the training step and evaluation") {
   CHECK(kd_parts.ce.item<double>() == expected.ce.item<double>());
   CHECK(same.buffers.at(alpha).to_vector<double>() == alpha_before);
 
+  // kd_ratio 0 with a teacher: the cross-entropy alone, with the heads fused into the loss or
+  // not (the teacher's pass is skipped: teacher_output has nothing for it).
+  LossConfig ce_only;
+  ce_only.kd_ratio = 0;
+  CHECK_FALSE(teacher_output(pair.view(), batch, ce_only, true).defined());
+  CHECK_FALSE(teacher_output(pair.view(), batch, ce_only, false).defined());
+  const double ce = cross_entropy(student.apply(ids, ps, st).first, targets).item<double>();
+  for (const bool fused_head : {true, false}) {
+    INFO("fused head: ", fused_head);
+    const LossParts parts = objective(student, pair.view(), ps, st, batch, ce_only, fused_head).first;
+    CHECK(parts.total.item<double>() == doctest::Approx(ce).epsilon(1e-6));
+    if (!fused_head) CHECK(parts.total.item<double>() == ce);  // the same kernel on the same logits
+    CHECK(parts.ce.item<double>() == parts.total.item<double>());
+  }
+
   // evaluate() reports both parts whatever kd_ratio the training uses.
   LossConfig pure_kd;
   pure_kd.kd_ratio = 1.0;
