@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <vector>
@@ -342,6 +343,20 @@ struct RowWalk {
     }
   }
 
+  // Rows left in the innermost leading dim from the current one (the whole tensor when there is
+  // none), and that dim's stride in operand k: such a run is walked with a constant step.
+  int64_t run() const { return sizes.empty() ? std::numeric_limits<int64_t>::max() : sizes.back() - index.back(); }
+  int64_t step(int k) const { return sizes.empty() ? 0 : strides[k].back(); }
+  // Moves n rows on, n <= run().
+  void skip(int64_t n) {
+    if (n <= 0) return;
+    if (!sizes.empty()) {
+      for (int k = 0; k < 3; ++k) at[k] += (n - 1) * strides[k].back();
+      index.back() += n - 1;
+    }
+    next();
+  }
+
   void next() {
     for (size_t d = sizes.size(); d-- > 0;) {
       for (int k = 0; k < 3; ++k) at[k] += strides[k][d];
@@ -382,19 +397,26 @@ void rope_typed(const Tensor& a, const Tensor& cos, const Tensor& sin, const Ten
   T* yp = out.data<T>();
   const int64_t row_bytes = d * int64_t(sizeof(T));
   cpu::parallel_for(rows, row_grain(d), [&](int64_t r0, int64_t r1) {
+    // Runs of rows along the innermost leading dim (T of q as [B, H, T, d]), each walked with
+    // constant steps: rows of 64 or 128 elements are too short to pay for a full walk per row.
     RowWalk walk(a, cos, sin, r0);
-    // Rows of a transposed view (q as [B, H, T, d] over [B, T, H, d] memory) lie pages apart,
-    // out of the hardware prefetcher's reach: fetch the row kPrefetchRows ahead by hand.
-    RowWalk ahead(a, cos, sin, std::min(r0 + kPrefetchRows, r1));
-    for (int64_t r = r0; r < r1; ++r, walk.next()) {
-      if (r + kPrefetchRows < r1) {
-        const char* next = reinterpret_cast<const char*>(ap + ahead.at[0]);
-        for (int64_t byte = 0; byte < row_bytes; byte += kCacheLine) __builtin_prefetch(next + byte);
-        ahead.next();
-      }
+    for (int64_t r = r0; r < r1;) {
+      const int64_t n = std::min(walk.run(), r1 - r);
+      const int64_t sx = walk.step(0), sc = walk.step(1), ss = walk.step(2);
       const T *x = ap + walk.at[0], *c = cp + walk.at[1], *s = sp + walk.at[2];
       T* y = yp + r * d;
-      rope_row<T, kBackward>(x, c, s, y, half);
+      for (int64_t i = 0; i < n; ++i, x += sx, c += sc, s += ss, y += d) {
+        // Rows of a transposed view (q as [B, H, T, d] over [B, T, H, d] memory) lie pages
+        // apart, out of the hardware prefetcher's reach: fetch the row kPrefetchRows ahead (in
+        // this run) by hand.
+        if (i + kPrefetchRows < n) {
+          const char* next = reinterpret_cast<const char*>(x + kPrefetchRows * sx);
+          for (int64_t byte = 0; byte < row_bytes; byte += kCacheLine) __builtin_prefetch(next + byte);
+        }
+        rope_row<T, kBackward>(x, c, s, y, half);
+      }
+      walk.skip(n);
+      r += n;
     }
   });
 }

@@ -226,6 +226,16 @@ TEST_CASE("rope matches Rope::apply's composition: forward and the gradient of x
       const Tensor cos_t = strided_copy(cos), sin_t = strided_copy(sin);
       expect_matches(rope_of(cos_t, sin_t, true), rope_of(cos_t, sin_t, false), {x}, seed, what + " strided tables");
     }
+  // Rows in more parallel chunks than one, cut inside the runs along T (301 positions): the
+  // kernel walks each run of rows with constant steps and must pick up mid-run.
+  for (DType dt : kDtypes) {
+    Generator gen(++seed);
+    const int64_t d = 34, t = 301;
+    auto [cos, sin] = Rope{d, 10000.0, {}}.tables(t, dt, Device::cpu());
+    const Tensor x = normal({3, 5, t, d}, gen, dt);
+    const Tensor heads_last = permute(contiguous(permute(x, {0, 2, 1, 3})), {0, 2, 1, 3});
+    expect_matches(rope_of(cos, sin, true), rope_of(cos, sin, false), {heads_last}, seed, cat(dt, " long, strided"));
+  }
 }
 
 TEST_CASE("the fused ops pass gradcheck in f64") {
