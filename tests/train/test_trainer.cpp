@@ -96,9 +96,29 @@ struct Pair {
   Teacher view() const { return {&teacher, &teacher_params, &teacher_state}; }
 };
 
+// A teacher and a student large enough that the products inside both passes spread over two
+// threads; `gen` goes on to draw the batches.
+nn::ModelConfig threaded_config(nn::AttentionKind kind, int64_t hidden, int64_t heads, int64_t inter, int64_t layers) {
+  nn::ModelConfig c = micro(kind);
+  c.hidden_size = hidden, c.num_heads = heads, c.num_kv_heads = 2, c.intermediate_size = inter, c.num_layers = layers;
+  return c;
+}
+struct ThreadedPair {
+  nn::CausalLM teacher{threaded_config(nn::AttentionKind::softmax, 96, 6, 256, 3)};
+  nn::CausalLM student{threaded_config(nn::AttentionKind::affine, 64, 4, 192, 2)};
+  Generator gen;
+  nn::Params teacher_params, start_params;
+  nn::State teacher_state, start_state;
+  explicit ThreadedPair(uint64_t seed) : gen(seed) {
+    std::tie(teacher_params, teacher_state) = teacher.init(gen);
+    std::tie(start_params, start_state) = student.init(gen);
+  }
+  Teacher view() const { return {&teacher, &teacher_params, &teacher_state}; }
+};
+
 }  // namespace
 
-TEST_CASE("the same seed gives identical metrics; 20 + 20 resumed steps equal 40 steps") {
+TEST_CASE("the same seed gives identical metrics; 20 + 20 resumed steps equal 40 steps, also from mid-run") {
   Pair pair;
   nn::CausalLM student(micro(nn::AttentionKind::affine));
   TokenData data = corpus();
@@ -128,34 +148,23 @@ TEST_CASE("the same seed gives identical metrics; 20 + 20 resumed steps equal 40
   for (const auto& [name, t] : a.params)
     CHECK(t.to_vector<float>() == resumed.params.at(name).to_vector<float>());
   CHECK(deterministic_metrics(full.run_dir) == deterministic_metrics(second.run_dir));
-}
 
-TEST_CASE("a checkpoint written while a batch waits drawn ahead resumes at that batch") {
-  // On two threads each step draws the next micro-batch ahead (train_step's lookahead), so the
-  // checkpoint after step 3 is written with the first batch of step 4 waiting: it must hold the
-  // loader's position before that batch.
-  INFO("cores available: ", tbb::this_task_arena::max_concurrency());
-  tbb::global_control two(tbb::global_control::max_allowed_parallelism, 2);
-  Pair pair;
-  nn::CausalLM student(micro(nn::AttentionKind::affine));
-  TokenData data = corpus();
-  auto run = [&](const TrainConfig& c, bool resume) {
-    Generator gen(5);
-    auto [ps, st] = student.init(gen);
-    return fit(student, ps, st, pair.view(), data, c, resume);
-  };
+  // On two threads each step draws the next micro-batch ahead (train_step's lookahead), so a
+  // checkpoint written mid-run, after step 3 of 6, has the first batch of step 4 waiting: it must
+  // hold the loader's position before that batch.
   if (tbb::this_task_arena::max_concurrency() >= 2) CHECK(runs_side_by_side(Device::cpu()));
   TrainConfig c = config("cotan_train_waiting", 6);
   c.checkpoint_every = 3;
   c.keep_checkpoints = 2;
-  const TrainResult full = run(c, false);
+  const TrainResult six = run(c, false);
   const std::string metrics = deterministic_metrics(c.run_dir);
   fs::remove_all(fs::path(c.run_dir) / "checkpoint");  // the step-6 one: resume from checkpoint-3
-  const TrainResult resumed = run(config("cotan_train_waiting", 6, true), true);
-  REQUIRE(resumed.start_step == 3);
-  REQUIRE(resumed.steps.size() == 3);
-  for (size_t i = 0; i < 3; ++i) CHECK(resumed.steps[i].loss == full.steps[3 + i].loss);
-  for (const auto& [name, t] : full.params) CHECK(t.to_vector<float>() == resumed.params.at(name).to_vector<float>());
+  const TrainResult resumed_at_3 = run(config("cotan_train_waiting", 6, true), true);
+  REQUIRE(resumed_at_3.start_step == 3);
+  REQUIRE(resumed_at_3.steps.size() == 3);
+  for (size_t i = 0; i < 3; ++i) CHECK(resumed_at_3.steps[i].loss == six.steps[3 + i].loss);
+  for (const auto& [name, t] : six.params)
+    CHECK(t.to_vector<float>() == resumed_at_3.params.at(name).to_vector<float>());
   CHECK(deterministic_metrics(c.run_dir) == metrics);
 }
 
@@ -343,16 +352,10 @@ TEST_CASE("the objective: one function for the training step and evaluation") {
 }
 
 TEST_CASE("a distillation step: the teacher's pass beside the student's gives the bits of 1 thread") {
-  // Large enough that the products inside both passes spread over the threads too.
   INFO("cores available: ", tbb::this_task_arena::max_concurrency());
-  nn::ModelConfig tc = micro(nn::AttentionKind::softmax), sc = micro(nn::AttentionKind::affine);
-  tc.hidden_size = 96, tc.num_heads = 6, tc.num_kv_heads = 2, tc.intermediate_size = 256, tc.num_layers = 3;
-  sc.hidden_size = 64, sc.num_heads = 4, sc.num_kv_heads = 2, sc.intermediate_size = 192;
-  const nn::CausalLM teacher(tc), student(sc);
-  Generator gen(21);
-  const auto [teacher_params, teacher_state] = teacher.init(gen);
-  const auto [start_params, start_state] = student.init(gen);
-  const Batch batch{randint({4, 64}, 0, kByteVocab, gen), randint({4, 64}, 0, kByteVocab, gen), {}};
+  ThreadedPair pair(21);
+  const nn::CausalLM& student = pair.student;
+  const Batch batch{randint({4, 64}, 0, kByteVocab, pair.gen), randint({4, 64}, 0, kByteVocab, pair.gen), {}};
   for (const bool fused_head : {true, false}) {
     INFO("fused head: ", fused_head);
     auto run = [&](int threads) {
@@ -360,15 +363,13 @@ TEST_CASE("a distillation step: the teacher's pass beside the student's gives th
       TrainConfig c;
       c.fused_head = fused_head;
       c.loss.kd_ratio = 0.5;
-      nn::Params ps = start_params;
-      nn::State st = start_state;
+      nn::Params ps = pair.start_params;
+      nn::State st = pair.start_state;
       st.training = true;
       AdamW opt(c.adamw, student.param_specs());
       std::vector<double> losses;
       for (int step = 0; step < 2; ++step)
-        losses.push_back(train_step(student, ps, st, opt, Teacher{&teacher, &teacher_params, &teacher_state},
-                                    [&] { return batch; }, c, 1e-3)
-                             .loss);
+        losses.push_back(train_step(student, ps, st, opt, pair.view(), [&] { return batch; }, c, 1e-3).loss);
       return std::pair{losses, ps};
     };
     const auto [one_losses, one_params] = run(1);
@@ -385,17 +386,14 @@ TEST_CASE("a distillation step: the teacher's pass beside the student's gives th
 
 TEST_CASE("the next micro-batch's teacher pass beside this one's: same batches, same bits, one batch waiting") {
   INFO("cores available: ", tbb::this_task_arena::max_concurrency());
-  nn::ModelConfig tc = micro(nn::AttentionKind::softmax), sc = micro(nn::AttentionKind::affine);
-  tc.hidden_size = 96, tc.num_heads = 6, tc.num_kv_heads = 2, tc.intermediate_size = 256, tc.num_layers = 3;
-  sc.hidden_size = 64, sc.num_heads = 4, sc.num_kv_heads = 2, sc.intermediate_size = 192;
-  const nn::CausalLM teacher(tc), student(sc);
-  Generator gen(23);
-  const auto [teacher_params, teacher_state] = teacher.init(gen);
-  const auto [start_params, start_state] = student.init(gen);
-  const Teacher view{&teacher, &teacher_params, &teacher_state};
+  ThreadedPair pair(23);
+  const nn::CausalLM& student = pair.student;
+  const nn::Params& start_params = pair.start_params;
+  const nn::State& start_state = pair.start_state;
+  const Teacher view = pair.view();
   std::vector<Batch> batches;  // a different batch each draw
   for (int i = 0; i < 7; ++i)
-    batches.push_back({randint({2, 48}, 0, kByteVocab, gen), randint({2, 48}, 0, kByteVocab, gen), {}});
+    batches.push_back({randint({2, 48}, 0, kByteVocab, pair.gen), randint({2, 48}, 0, kByteVocab, pair.gen), {}});
   constexpr int kSteps = 3;
   for (const bool fused_head : {true, false}) {
     INFO("fused head: ", fused_head);
