@@ -654,6 +654,7 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     return to(loader.next(), device);
   };
   auto position = [&] { return ahead.batch ? before_last_draw : loader.state(); };
+  double step_seconds = 0;  // the steps' own time in this process (no evaluation or checkpoints)
   for (int64_t step = start; step < end; ++step) {
     if (stop_requested().load()) {
       metrics.sync();
@@ -676,7 +677,9 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
            std::isnan(bad) ? "nan" : bad > 0 ? "inf" : "-inf", " (last good checkpoint: ", last_good_text(), ")");
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - ts).count();
-    rec.tokens_per_s = double(config.batch_size * config.grad_accum * config.seq_len) / std::max(seconds, 1e-9);
+    const double step_tokens = double(config.batch_size * config.grad_accum * config.seq_len);
+    rec.tokens_per_s = step_tokens / std::max(seconds, 1e-9);
+    step_seconds += seconds;
     rec.elapsed_s = elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     result.steps.push_back(rec);
 
@@ -707,6 +710,9 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     int64_t done = step + 1 - start, left = config.steps - step - 1;
     double eta = elapsed / double(done) * double(left);
+    // The console shows the steps' mean rate in this process, not the last step's: with the
+    // lookahead a step also runs the next one's teacher pass, and the run's last step runs none.
+    const double mean_tokens_per_s = step_tokens * double(done) / std::max(step_seconds, 1e-9);
     // The job's ETA counts its later runs at this run's pace.
     const std::string label = config.progress_label.empty() ? "" : config.progress_label + "  ";
     const std::string job_eta =
@@ -715,12 +721,12 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
       int width = 30, filled = int(double(width) * double(step + 1) / double(config.steps));
       std::fprintf(stderr, "\r%s[%s%s] %lld/%lld loss %.4f  %.0f tok/s  ETA %s%s ", label.c_str(),
                    std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
-                   (long long)(step + 1), (long long)config.steps, rec.loss, rec.tokens_per_s,
+                   (long long)(step + 1), (long long)config.steps, rec.loss, mean_tokens_per_s,
                    format_duration(eta).c_str(), job_eta.c_str());
       if (last) std::fprintf(stderr, "\n");
     } else if (config.log_every > 0 && ((step + 1) % config.log_every == 0 || last)) {
       std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s%s\n", label.c_str(),
-                   (long long)(step + 1), (long long)config.steps, rec.loss, rec.grad_norm, rec.lr, rec.tokens_per_s,
+                   (long long)(step + 1), (long long)config.steps, rec.loss, rec.grad_norm, rec.lr, mean_tokens_per_s,
                    format_duration(eta).c_str(), job_eta.c_str());
     }
   }
