@@ -457,7 +457,10 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
     Tensor teacher_out;
     if (ahead && ahead->batch) {
       batch = std::move(*ahead->batch);
-      teacher_out = std::move(ahead->teacher_out);
+      // An output of another kind than this config reads (a caller that switched the fused heads
+      // or the loss between steps) is dropped: the objective computes its own.
+      if (ahead->fused_head == config.fused_head && reads_teacher(teacher, config.loss))
+        teacher_out = std::move(ahead->teacher_out);
       *ahead = Lookahead();
     } else {
       batch = next_batch();
@@ -484,7 +487,7 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
       }, params);
     };
     if (look_ahead && (micro + 1 < config.grad_accum || draw_after)) {
-      Lookahead upcoming{next_batch(), Tensor()};
+      Lookahead upcoming{next_batch(), Tensor(), config.fused_head};
       concurrently(config.device, passes, [&] {
         upcoming.teacher_out = teacher_output(teacher, *upcoming.batch, config.loss, config.fused_head);
       });

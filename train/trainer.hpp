@@ -210,10 +210,12 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
 // reads no teacher: without a teacher model (pretraining, offline top-k targets) or at kd_ratio 0.
 Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head = true);
 
-// The next micro-batch, drawn ahead of its turn, and the teacher's output on it (teacher_output).
+// The next micro-batch, drawn ahead of its turn, and the teacher's output on it (teacher_output
+// with fused_head as recorded: hidden states or logits).
 struct Lookahead {
   std::optional<Batch> batch;
   Tensor teacher_out;
+  bool fused_head = true;
 };
 
 // One optimizer step, the body of fit's loop: for each of config.grad_accum micro-batches from

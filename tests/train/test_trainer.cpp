@@ -444,13 +444,24 @@ TEST_CASE("the next micro-batch's teacher pass beside this one's: same batches, 
       const double expected = objective(student, view, ps, st, batches[0], c.loss, fused_head, other)
                                   .first.total.item<double>();
       CHECK(expected != objective(student, view, ps, st, batches[0], c.loss, fused_head).first.total.item<double>());
-      Lookahead planted{batches[0], other};
+      Lookahead planted{batches[0], other, fused_head};
       AdamW opt(c.adamw, student.param_specs());
       const double loss = train_step(student, ps, st, opt, view, [&]() -> Batch { throw std::runtime_error("drew"); },
                                      single, 1e-3, &planted, false)
                               .loss;
       CHECK(loss == expected);
       CHECK(!planted.batch);
+      // Planted as the other kind of output (hidden states for logits or back): dropped, and the
+      // step's loss is the objective's own on the batch.
+      ps = start_params;
+      st = start_state;
+      st.training = true;
+      AdamW fresh(c.adamw, student.param_specs());
+      Lookahead other_kind{batches[0], teacher_output(view, batches[0], c.loss, !fused_head), !fused_head};
+      const double own = objective(student, view, ps, st, batches[0], c.loss, fused_head).first.total.item<double>();
+      CHECK(train_step(student, ps, st, fresh, view, [&]() -> Batch { throw std::runtime_error("drew"); }, single, 1e-3,
+                       &other_kind, false)
+                .loss == own);
     }
     CHECK(plain.drawn == size_t(kSteps * c.grad_accum));
     CHECK(one.drawn == plain.drawn);  // one thread: nothing drawn ahead
