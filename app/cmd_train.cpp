@@ -301,7 +301,7 @@ po::options_description distill_options(train::StudyConfig& s, DistillValues& v)
       "only these kinds, comma-separated (" + nn::attention_kind_names() + "; default: every kind)";
   po::options_description opts(
       "cotan distill [options]: pretrain (or reuse) a teacher, distill one student per attention kind and compare");
-  opts.add_options()("help,h", "show this help")("quick", "a one-minute version of the study")(
+  opts.add_options()("help,h", "show this help")("quick", "a version of the study of a few seconds")(
       "print-recipe", "print the resolved recipe (every option's value) and exit")(
       "data", po::value(&s.data), kDataHelp)(
       "tokenizer", po::value(&s.tokenizer),

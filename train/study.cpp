@@ -20,6 +20,7 @@
 #include "train/figures.hpp"
 #include "train/run_dir.hpp"
 #include "train/stats.hpp"
+#include "train/teacher_cache.hpp"
 #include "train/tokenize_corpus.hpp"
 #include "util/atomic_file.hpp"
 #include "util/hash.hpp"
@@ -78,6 +79,10 @@ std::string default_cache_dir() {
 }
 
 namespace {
+
+// The most bytes of teacher outputs a study keeps for its students (TeacherCache): the default
+// tiny study needs about 130 MB (150 steps of [8, 128, 192] f32 hidden states, and validation).
+constexpr size_t kTeacherCacheBytes = size_t(1) << 30;
 
 std::string hex_hash(const std::string& text) {
   char buf[17];
@@ -798,9 +803,15 @@ StudyResult run_study(StudyConfig config) {
   }
   const RunOutcome* reference = teacher_scores ? &*teacher_scores : nullptr;
 
+  // The students of one seed draw the same batches: on the CPU the teacher runs once per batch for
+  // all of them (and once per validation batch for every evaluation), its outputs kept up to
+  // kTeacherCacheBytes. Not on a GPU, whose memory the plan (train/plan.hpp) accounts for.
+  TeacherCache teacher_cache(kTeacherCacheBytes);
   const StudentContext students{
       config, in, run_dir,
-      in.topk ? Teacher{nullptr, nullptr, nullptr, &*in.topk} : Teacher{&teacher, &teacher_params, &teacher_state},
+      in.topk ? Teacher{nullptr, nullptr, nullptr, &*in.topk}
+              : Teacher{&teacher, &teacher_params, &teacher_state, nullptr,
+                        config.train.device.is_cpu() ? &teacher_cache : nullptr},
       validation_batches(in.data.val.empty() ? in.data.train : in.data.val, config.train.seq_len,
                          config.train.batch_size, config.analysis_batches),
       nn::CausalLM(in.student).num_params()};

@@ -17,6 +17,7 @@
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "train/run_dir.hpp"
+#include "train/teacher_cache.hpp"
 #include "util/append_file.hpp"
 #include "util/atomic_file.hpp"
 #include "util/checksum.hpp"
@@ -362,10 +363,14 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 
 Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head) {
   if (!reads_teacher(teacher, loss)) return Tensor();
+  if (teacher.cache)
+    if (Tensor kept = teacher.cache->find(batch.inputs, fused_head); kept.defined()) return kept;
   NoGrad no_grad;
   const nn::State st = teacher_state(teacher);
-  return fused_head ? teacher.model->hidden(batch.inputs, *teacher.params, st).first
-                    : teacher.model->apply(batch.inputs, *teacher.params, st).first;
+  Tensor out = fused_head ? teacher.model->hidden(batch.inputs, *teacher.params, st).first
+                          : teacher.model->apply(batch.inputs, *teacher.params, st).first;
+  if (teacher.cache) teacher.cache->keep(batch.inputs, fused_head, out);
+  return out;
 }
 
 std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,

@@ -93,11 +93,15 @@ struct TrainConfig {
 // windows are aligned (TrainConfig::aligned_windows),
 // seq_len must be the one the targets were made with, and only the fkl loss is available.
 struct TopkData;
+class TeacherCache;
 struct Teacher {
   const nn::CausalLM* model = nullptr;
   const nn::Params* params = nullptr;
   const nn::State* state = nullptr;  // run in evaluation mode: never updated
   const TopkData* topk = nullptr;    // offline targets, aligned with the data's train and val splits
+  // The model's outputs on batches seen before (train/teacher_cache.hpp), shared by the runs that
+  // see the same batches; none: every batch runs the model.
+  TeacherCache* cache = nullptr;
   bool distills() const { return model || topk; }
 };
 
@@ -208,6 +212,7 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
 // What objective() takes from the teacher's forward pass on batch.inputs (evaluation mode, no
 // gradient): its final hidden states with fused heads, else its logits. Undefined where the loss
 // reads no teacher: without a teacher model (pretraining, offline top-k targets) or at kd_ratio 0.
+// With teacher.cache, a batch seen before is looked up instead, and a new one kept.
 Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head = true);
 
 // The next micro-batch, drawn ahead of its turn, and the teacher's output on it (teacher_output

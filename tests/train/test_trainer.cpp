@@ -24,6 +24,7 @@
 #include "tests/support.hpp"
 #include "train/stats.hpp"
 #include "train/study.hpp"
+#include "train/teacher_cache.hpp"
 #include "train/run_dir.hpp"
 #include "train/trainer.hpp"
 #include "util/json.hpp"
@@ -166,6 +167,66 @@ TEST_CASE("the same seed gives identical metrics; 20 + 20 resumed steps equal 40
   for (const auto& [name, t] : six.params)
     CHECK(t.to_vector<float>() == resumed_at_3.params.at(name).to_vector<float>());
   CHECK(deterministic_metrics(c.run_dir) == metrics);
+}
+
+TEST_CASE("a teacher cache: found by the ids bit for bit and the kind of output, within its budget") {
+  Generator gen(31);
+  const Tensor ids = randint({2, 9}, 0, kByteVocab, gen), other = randint({2, 9}, 0, kByteVocab, gen);
+  const Tensor out = randn({2, 9, 16}, gen), out2 = randn({2, 9, 16}, gen);
+  TeacherCache cache(2 * out.nbytes());
+  CHECK_FALSE(cache.find(ids, true).defined());
+  cache.keep(ids, true, out);
+  CHECK(cache.find(ids, true).same_storage(out));
+  CHECK(cache.find(clone(ids), true).same_storage(out));  // the values, not the tensor
+  CHECK_FALSE(cache.find(ids, false).defined());          // logits are another output
+  CHECK_FALSE(cache.find(other, true).defined());
+  CHECK_FALSE(cache.find(cast(ids, DType::i32), true).defined());  // same values, another dtype
+  CHECK_FALSE(cache.find(reshape(ids, {9, 2}), true).defined());
+  cache.keep(ids, true, out2);  // already there: kept once
+  CHECK(cache.bytes() == out.nbytes());
+  CHECK(cache.find(ids, true).same_storage(out));
+  cache.keep(other, true, out2);
+  CHECK(cache.bytes() == 2 * out.nbytes());
+  cache.keep(ids, false, out);  // over the budget: not kept
+  CHECK_FALSE(cache.find(ids, false).defined());
+  CHECK(cache.bytes() == 2 * out.nbytes());
+  CHECK(cache.hits() == 3);
+  CHECK(cache.misses() == 6);
+}
+
+TEST_CASE("students on the same batches share the teacher's passes through a cache, with the same bits") {
+  Pair pair;
+  TokenData data = corpus();
+  for (const bool fused_head : {true, false}) {
+    INFO("fused head: ", fused_head);
+    TeacherCache cache(size_t(1) << 26);
+    Teacher cached = pair.view();
+    cached.cache = &cache;
+    auto run = [&](nn::AttentionKind kind, const Teacher& teacher, const std::string& dir) {
+      nn::CausalLM student(micro(kind));
+      Generator gen(5);
+      auto [ps, st] = student.init(gen);
+      TrainConfig c = config(dir, 12);
+      c.eval_every = 4;
+      c.fused_head = fused_head;
+      fit(student, ps, st, teacher, data, c, false);
+      return deterministic_metrics(c.run_dir);
+    };
+    // The first student fills the cache: 12 steps of 2 micro-batches, and the validation batches
+    // at its first evaluation (the later ones find them).
+    const std::string first = run(nn::AttentionKind::affine, cached, "cotan_train_cache_first");
+    const int64_t misses = cache.misses(), hits = cache.hits();
+    CHECK(misses >= 24);
+    CHECK(hits > 0);
+    CHECK(cache.bytes() > 0);
+    // A second student finds every batch, runs no teacher pass, and has the bits of a run
+    // without the cache.
+    const std::string second = run(nn::AttentionKind::softmax, cached, "cotan_train_cache_second");
+    CHECK(cache.misses() == misses);
+    CHECK(cache.hits() - hits >= 24);
+    CHECK(second == run(nn::AttentionKind::softmax, pair.view(), "cotan_train_cache_plain"));
+    CHECK(first == run(nn::AttentionKind::affine, pair.view(), "cotan_train_cache_plain"));
+  }
 }
 
 TEST_CASE("resuming under another config is refused") {
