@@ -803,15 +803,16 @@ StudyResult run_study(StudyConfig config) {
   }
   const RunOutcome* reference = teacher_scores ? &*teacher_scores : nullptr;
 
-  // The students of one seed draw the same batches: on the CPU the teacher runs once per batch for
-  // all of them (and once per validation batch for every evaluation), its outputs kept up to
-  // kTeacherCacheBytes. Not on a GPU, whose memory the plan (train/plan.hpp) accounts for.
+  // The students of one seed draw the same batches: on the CPU the teacher runs once per batch
+  // for all of them, and once per validation batch for the whole study, its outputs kept up to
+  // kTeacherCacheBytes. Only with two variants or more (else no training batch comes twice), and
+  // not on a GPU, whose memory the plan (train/plan.hpp) accounts for.
   TeacherCache teacher_cache(kTeacherCacheBytes);
+  const bool share_teacher = config.train.device.is_cpu() && config.variants.size() > 1;
   const StudentContext students{
       config, in, run_dir,
       in.topk ? Teacher{nullptr, nullptr, nullptr, &*in.topk}
-              : Teacher{&teacher, &teacher_params, &teacher_state, nullptr,
-                        config.train.device.is_cpu() ? &teacher_cache : nullptr},
+              : Teacher{&teacher, &teacher_params, &teacher_state, nullptr, share_teacher ? &teacher_cache : nullptr},
       validation_batches(in.data.val.empty() ? in.data.train : in.data.val, config.train.seq_len,
                          config.train.batch_size, config.analysis_batches),
       nn::CausalLM(in.student).num_params()};

@@ -4,13 +4,15 @@
 
 #include <xxhash.h>
 
+#include "util/error.hpp"
 #include "tensor/ops.hpp"
 
 namespace cotan::train {
 
 namespace {
 
-// The ids as a contiguous CPU tensor, and the hash of their dtype, shape and bytes.
+// The ids as a contiguous CPU tensor (the caller's own when it is one), and the hash of their
+// dtype, shape and bytes.
 std::pair<Tensor, uint64_t> host_key(const Tensor& ids) {
   Tensor host = contiguous(to(ids.detach(), Device::cpu()));
   uint64_t hash = XXH3_64bits(host.data_ptr(), host.nbytes());
@@ -33,21 +35,28 @@ const TeacherCache::Entry* TeacherCache::entry(const Tensor& host_ids, uint64_t 
   return nullptr;
 }
 
-Tensor TeacherCache::find(const Tensor& ids, bool fused_head) const {
+void TeacherCache::check_teacher(const void* teacher) const {
+  if (!teacher_) teacher_ = teacher;
+  if (teacher != teacher_) fail("train", "a teacher cache holds another teacher's outputs");
+}
+
+Tensor TeacherCache::find(const void* teacher, const Tensor& ids, bool fused_head) const {
   const auto [host, hash] = host_key(ids);
   std::lock_guard lock(mutex_);
+  check_teacher(teacher);
   const Entry* e = entry(host, hash, fused_head);
   ++(e ? hits_ : misses_);
   return e ? e->output : Tensor();
 }
 
-void TeacherCache::keep(const Tensor& ids, bool fused_head, const Tensor& output) {
+void TeacherCache::keep(const void* teacher, const Tensor& ids, bool fused_head, const Tensor& output) {
   if (!output.defined()) return;
-  auto [host, hash] = host_key(ids);
+  const auto [host, hash] = host_key(ids);
   std::lock_guard lock(mutex_);
+  check_teacher(teacher);
   if (bytes_ + output.nbytes() > budget_ || entry(host, hash, fused_head)) return;
   bytes_ += output.nbytes();
-  entries_.emplace(hash, Entry{std::move(host), fused_head, output.detach()});
+  entries_.emplace(hash, Entry{clone(host), fused_head, output.detach()});
 }
 
 size_t TeacherCache::bytes() const {

@@ -364,12 +364,12 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConfig& loss, bool fused_head) {
   if (!reads_teacher(teacher, loss)) return Tensor();
   if (teacher.cache)
-    if (Tensor kept = teacher.cache->find(batch.inputs, fused_head); kept.defined()) return kept;
+    if (Tensor kept = teacher.cache->find(teacher.params, batch.inputs, fused_head); kept.defined()) return kept;
   NoGrad no_grad;
   const nn::State st = teacher_state(teacher);
   Tensor out = fused_head ? teacher.model->hidden(batch.inputs, *teacher.params, st).first
                           : teacher.model->apply(batch.inputs, *teacher.params, st).first;
-  if (teacher.cache) teacher.cache->keep(batch.inputs, fused_head, out);
+  if (teacher.cache) teacher.cache->keep(teacher.params, batch.inputs, fused_head, out);
   return out;
 }
 
