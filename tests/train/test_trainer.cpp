@@ -473,7 +473,7 @@ TEST_CASE("the next micro-batch's teacher pass beside this one's: same batches, 
       std::vector<double> losses;
       nn::Params params;
       size_t drawn = 0;
-      bool waiting_after_step = false;  // a batch waited in `ahead` after each step but the last
+      bool waiting_after_step = true;  // a batch waited in `ahead` after each step but the last
     };
     auto run = [&](int threads, bool look_ahead) {
       tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
@@ -483,7 +483,6 @@ TEST_CASE("the next micro-batch's teacher pass beside this one's: same batches, 
       st.training = true;
       AdamW opt(c.adamw, student.param_specs());
       Lookahead ahead;
-      r.waiting_after_step = true;
       for (int step = 0; step < kSteps; ++step) {
         const bool more = step + 1 < kSteps;
         r.losses.push_back(train_step(student, r.params, st, opt, view, [&] { return batches.at(r.drawn++); }, c,
