@@ -74,14 +74,24 @@ SIMT_DEVICE auto binary_value(C x, C y) {
   else return bool((x != C(0)) | (y != C(0)));  // logical_or
 }
 
-// The storage type of op's result on T operands. (Kernels take it as a template parameter R:
-// nvcc's launch stubs cannot spell this alias in a kernel's signature.)
+// The storage type of op's result on T operands: bool for comparisons and logical ops, T for
+// arithmetic. Computed from is_comparison, never from binary_value's return type: nvcc's host pass
+// sees a device function as returning void, and its launch stubs and kernel registrations spell
+// this alias (the template argument R below is written with it), so a type that only the device
+// pass can compute named different kernels there: the comparisons on numbers launched kernels
+// that were never registered ("invalid device function" on a GPU; the emulator, compiled by g++
+// alone, never saw it).
+// (A variable, not a call: device code may read a constexpr variable, not call a host function.)
+template <BinaryOp Op>
+inline constexpr bool kBoolResult = is_comparison(Op);
 template <BinaryOp Op, class T>
-using BinaryResult =
-    std::conditional_t<std::is_same_v<decltype(binary_value<Op>(compute_t<T>(), compute_t<T>())), bool>, bool, T>;
+using BinaryResult = std::conditional_t<kBoolResult<Op>, bool, T>;
 
 template <BinaryOp Op, class T, class R>
 SIMT_DEVICE R binary_element(T x, T y) {
+  using Value = decltype(binary_value<Op>(compute_t<T>(), compute_t<T>()));
+  static_assert(std::is_same_v<Value, std::conditional_t<kBoolResult<Op>, bool, compute_t<T>>>,
+                "binary_value returns bool for comparisons and logical ops, the compute type otherwise");
   return convert_to<R>(binary_value<Op>(convert_to<compute_t<T>>(x), convert_to<compute_t<T>>(y)));
 }
 
