@@ -8,8 +8,9 @@ cd "$(dirname "$(readlink -f "$0")")/../.."
 packages=(libeigen3-dev libtbb-dev libtbb12 libtbbmalloc2 libtbbbind-2-5 doctest-dev
           libboost1.74-dev libboost-program-options1.74-dev libboost-program-options1.74.0
           libboost-context1.74-dev libboost-context1.74.0 libxxhash-dev libxxhash0 nlohmann-json3-dev
-          libonig-dev libonig5 libutf8proc-dev libutf8proc2 libicu-dev libicu72 icu-devtools zlib1g-dev libzstd-dev
-          fortunes fortunes-min)
+          libonig-dev libonig5 libutf8proc-dev libutf8proc2 libicu-dev libicu72 icu-devtools
+          zlib1g-dev zlib1g libzstd-dev libzstd1 libtomlplusplus-dev libtomlplusplus3
+          pkgconf pkgconf-bin libpkgconf3 fortunes fortunes-min)
 mkdir -p .gpu-debs
 cd .gpu-debs
 apt-get download "${packages[@]}"

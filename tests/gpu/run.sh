@@ -1,31 +1,54 @@
 #!/usr/bin/env bash
-# The check on a real GPU: builds cotan with CUDA for sm_90 and sm_80, runs every CUDA kernel
-# against the CPU backend on the same inputs, runs the CUDA benchmarks, and prints a short table
-# last. Run from anywhere on a machine with an NVIDIA GPU and nvcc:
+# The check on a real GPU: builds cotan with CUDA for sm_90, runs every CUDA kernel against the
+# CPU backend on the same inputs, trains and decodes on the GPU against the CPU, runs the CUDA
+# benchmarks, and prints a short table last. Run from anywhere on a machine with an NVIDIA GPU
+# and nvcc:
 #
 #   tests/gpu/run.sh            # logs and JSON into $OUT (or build-gpu/out)
 #
 # Needs meson and ninja (pip's are fine) and the Debian -dev packages cotan builds against
-# (Eigen, oneTBB, doctest, Boost.Program_options, Boost.Context). When they are not installed
-# and .gpu-debs/ exists (tests/gpu/fetch-debs.sh), they are unpacked into /tmp/cotan-sysroot and
-# found through PKG_CONFIG_PATH, CPATH and the library paths. Every step runs even when an
-# earlier one failed; the table says which passed.
+# (Eigen, oneTBB, doctest, Boost, toml++, ...). When they are not installed and .gpu-debs/ exists
+# (tests/gpu/fetch-debs.sh), they are unpacked into /tmp/cotan-sysroot and found through
+# PKG_CONFIG_PATH, CPATH and the library paths. Every step runs even when an earlier one failed,
+# each under its own time limit; a step that would start after GPU_RUN_BUDGET seconds (default
+# 540) is skipped and none runs past that budget plus 120 s, so the table always comes out; it is
+# also kept up to date in $OUT/table.md after every step. GPU_ARCH (default 90) is the build's -Dgpu_arch.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 OUT=${OUT:-build-gpu/out}
 mkdir -p "$OUT"
-BUILD=build-gpu
+BUILD=${GPU_BUILD_DIR:-build-gpu}  # another build directory, for a rerun of the steps
+BUDGET=${GPU_RUN_BUDGET:-540}
+HARD=$((BUDGET + 120))
 export PATH="/usr/local/cuda/bin:$PATH"
 declare -a rows=()
-row() { rows+=("$(printf '| %-34s | %-8s | %s |' "$1" "$2" "$3")"); }
-step() {  # step NAME LOG COMMAND...: runs COMMAND, logs to $OUT/LOG, records PASS/FAIL and seconds
-  local name=$1 log=$2; shift 2
+table() {
+  printf '| %-34s | %-8s | %s |\n' check result "time, log in $OUT"
+  printf '|%s|%s|%s|\n' "------------------------------------" "----------" "----------------------"
+  printf '%s\n' "${rows[@]}"
+}
+row() { rows+=("$(printf '| %-34s | %-8s | %s |' "$1" "$2" "$3")"); table >"$OUT/table.md"; }
+step() {  # step NAME LOG LIMIT COMMAND...: runs COMMAND for at most LIMIT seconds, logs to $OUT/LOG
+  local name=$1 log=$2 limit=$3; shift 3
+  if (( SECONDS >= BUDGET )); then row "$name" "SKIP" "the run's ${BUDGET} s were spent"; return 1; fi
   local start=$SECONDS
-  "$@" >"$OUT/$log" 2>&1
+  (( limit > HARD - SECONDS )) && limit=$((HARD - SECONDS))
+  timeout --kill-after=10 "$limit" "$@" >"$OUT/$log" 2>&1
   local rc=$?
-  row "$name" "$([[ $rc == 0 ]] && echo PASS || echo "FAIL $rc")" "$((SECONDS - start)) s, $log"
+  local result=PASS
+  if (( rc == 124 || rc == 137 )); then result="TIMEOUT"; elif (( rc != 0 )); then result="FAIL $rc"; fi
+  row "$name" "$result" "$((SECONDS - start)) s, $log"
   return $rc
 }
+{
+  echo "date: $(date -u)"
+  grep -h PRETTY_NAME /etc/os-release 2>/dev/null
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc)"
+  echo "c++: $(c++ --version 2>&1 | head -1)"
+  echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
+  echo "meson: $(meson --version 2>&1), ninja: $(ninja --version 2>&1), pkg-config: $(command -v pkg-config || echo none)"
+} >"$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
 
 # ---- packages ----
 if ! pkg-config --exists eigen3 tbb 2>/dev/null && [[ -d .gpu-debs ]]; then
@@ -38,40 +61,51 @@ if ! pkg-config --exists eigen3 tbb 2>/dev/null && [[ -d .gpu-debs ]]; then
   export CPATH="$root/usr/include:${CPATH:-}" LIBRARY_PATH="$lib:${LIBRARY_PATH:-}"
   export LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}"
   export BOOST_INCLUDEDIR="$root/usr/include" BOOST_LIBRARYDIR="$lib"
-  # The unpacked .pc files name /usr; PKG_CONFIG_SYSROOT_DIR prefixes them with $root.
+  export PATH="$PATH:$root/usr/bin"  # pkgconf, when the machine has no pkg-config of its own
+  # The unpacked .pc files name /usr; PKG_CONFIG_SYSROOT_DIR prefixes them with $root. Links
+  # such as libz.so -> /lib/x86_64-linux-gnu/libz.so.1.2.13 name the machine's own root: point
+  # them into the sysroot.
+  find "$root" -type l | while read -r link; do
+    target=$(readlink "$link")
+    [[ $target == /* && ! -e $target && -e $root$target ]] && ln -sfn "$root$target" "$link"
+  done
+fi
+# The default corpus is Debian's fortunes; elsewhere, the unpacked copy.
+data=()
+if [[ ! -d /usr/share/games/fortunes && -d /tmp/cotan-sysroot/usr/share/games/fortunes ]]; then
+  data=(--data /tmp/cotan-sysroot/usr/share/games/fortunes)
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
 gpu=$(head -1 "$OUT/gpu.txt")
 
-# ---- build for sm_90 and sm_80 (cuda/meson.build names both) ----
+# ---- build cotan for this GPU; the test programs are built last, with the CPU suites ----
 if [[ ! -f $BUILD/build.ninja ]]; then
   mkdir -p "$BUILD"
   printf "[binaries]\ncuda = '%s'\n" "$PWD/cuda/nvcc-depfile" > "$BUILD/nvcc-depfile.ini"  # as build.sh
-  step "configure (-Dcuda=enabled)" configure.log meson setup "$BUILD" -Dcuda=enabled --buildtype=release \
-    --native-file "$BUILD/nvcc-depfile.ini"
+  step "configure (-Dcuda=enabled)" configure.log 120 meson setup "$BUILD" -Dcuda=enabled \
+    --buildtype=release -Dgpu_arch="${GPU_ARCH:-90}" --native-file "$BUILD/nvcc-depfile.ini"
 fi
-step "build" build.log ninja -C "$BUILD"
+step "build cotan" build.log 360 ninja -C "$BUILD" cotan
 cotan="$BUILD/cotan"
 
 # ---- CUDA kernels against the CPU backend ----
-step "cotan info" info.log "$cotan" info
-step "gradcheck --device cuda" gradcheck_cuda.log "$cotan" gradcheck --device cuda
-step "emulator + CPU suites (meson test)" meson_test.log meson test -C "$BUILD" --num-processes 8
+step "cotan info" info.log 30 "$cotan" info
+step "gradcheck --device cuda" gradcheck_cuda.log 120 "$cotan" gradcheck --device cuda
 
 # ---- training on the GPU: the quick study, and its teacher's losses against the CPU's ----
-step "distill --quick --device cuda" distill_cuda.log "$cotan" distill --quick --device cuda \
-  --run-dir "$OUT/distill-cuda" --cache-dir "$OUT/cache-cuda"
-step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log bash -c '
+step "distill --quick --device cuda" distill_cuda.log 180 "$cotan" distill --quick --device cuda \
+  "${data[@]}" --run-dir "$OUT/distill-cuda" --cache-dir "$OUT/cache-cuda"
+step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log 120 bash -c '
   set -e
-  "$0" pretrain --steps 20 --eval-every 0 --run-dir "$1/pre-cpu" >/dev/null
-  "$0" pretrain --steps 20 --eval-every 0 --device cuda --run-dir "$1/pre-cuda" >/dev/null
+  "$0" pretrain --steps 20 --eval-every 0 "${@:2}" --run-dir "$1/pre-cpu" >/dev/null
+  "$0" pretrain --steps 20 --eval-every 0 "${@:2}" --device cuda --run-dir "$1/pre-cuda" >/dev/null
   paste <(sed "s/.*\"loss\":\([^,]*\),.*/\1/" "$1/pre-cpu/metrics.jsonl") \
         <(sed "s/.*\"loss\":\([^,]*\),.*/\1/" "$1/pre-cuda/metrics.jsonl") |
     awk "{ d = \$1 - \$2; if (d < 0) d = -d; print; if (d > 1e-3 * \$1) bad++ } END { exit bad > 0 }"' \
-  "$cotan" "$OUT"
+  "$cotan" "$OUT" "${data[@]}"
 
 # ---- decoding on the GPU: the cached attention kernel, greedy text equal to the CPU's ----
-step "generate greedy, cuda vs cpu" generate_compare.log bash -c '
+step "generate greedy, cuda vs cpu" generate_compare.log 120 bash -c '
   set -e
   n=0
   for m in $(find "$1/distill-cuda" -type d -name model | sort); do
@@ -85,26 +119,29 @@ step "generate greedy, cuda vs cpu" generate_compare.log bash -c '
 
 # ---- benchmarks ----
 for b in matmul attention kd-loss train; do
-  step "bench $b --device cuda" "bench_$b.json" "$cotan" bench "$b" --device cuda --json
+  step "bench $b --device cuda" "bench_$b.json" 120 "$cotan" bench "$b" --device cuda --json
 done
-step "bench matmul --device cuda --tf32" bench_matmul_tf32.json "$cotan" bench matmul --device cuda --tf32 \
+step "bench matmul --device cuda --tf32" bench_matmul_tf32.json 120 "$cotan" bench matmul --device cuda --tf32 \
   --dtypes f32 --json
 # The tensor-core attention kernels (bf16, d = 64 and 128) against the composed attention on the
 # GPU: output and gradients within 2e-2 relative (bf16).
 for d in 64 128; do
-  step "attention bf16 d=$d: mma vs composed" "attention_bf16_d$d.log" bash -c '
+  step "attention bf16 d=$d: mma vs composed" "attention_bf16_d$d.log" 120 bash -c '
     set -e
     "$0" bench attention --device cuda --dtype bf16 --dim "$1" --repeat 3 --json > "$2"
     python3 -c "import json, sys; r = json.load(open(sys.argv[1])); d = r[\"max_relative_difference\"]; print(d); sys.exit(0 if d and max(d.values()) < 2e-2 else 1)" "$2"' \
     "$cotan" "$d" "$OUT/bench_attention_bf16_d$d.json"
 done
 
+# ---- the test programs and the CPU and emulator suites, as CI runs them ----
+step "build tests" build_tests.log 300 ninja -C "$BUILD"
+step "emulator + CPU suites (meson test)" meson_test.log 240 meson test -C "$BUILD" --no-rebuild \
+  --num-processes "$(nproc)"
+
 # ---- the table, last ----
 echo
 echo "GPU: ${gpu:-unknown}"
-printf '| %-34s | %-8s | %s |\n' check result "time, log in $OUT"
-printf '|%s|%s|%s|\n' "------------------------------------" "----------" "----------------------"
-printf '%s\n' "${rows[@]}"
+table
 for f in "$OUT"/bench_*.json; do
   [[ -s $f ]] && { printf '\n%s: ' "$(basename "$f")"; head -c 600 "$f"; echo; }
 done
