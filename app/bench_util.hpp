@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include "tensor/cpu/gemm_info.hpp"
 #include "tensor/op_table.hpp"
 
 namespace cotan::app {
@@ -97,12 +98,23 @@ inline LoadAverage load_average() {
   return {v[0], v[1], v[2]};
 }
 
+// The CPU GEMM's kernel and blocking (tensor/cpu/gemm_info.hpp) as a JSON object.
+inline std::string gemm_json() {
+  const cpu::GemmInfo g = cpu::gemm_info();
+  return "{\"kernel\":\"" + g.kernel + "\",\"mr\":" + std::to_string(g.mr) + ",\"nr_f32\":" + std::to_string(g.nr_f32) +
+         ",\"kc_f32\":" + std::to_string(g.kc_f32) + ",\"mc_f32\":" + std::to_string(g.mc_f32) +
+         ",\"l2_bytes\":" + std::to_string(g.l2_bytes) + ",\"l2_source\":\"" + g.l2_source +
+         "\",\"l3_bytes\":" + std::to_string(g.l3_bytes) + ",\"l3_source\":\"" + g.l3_source + "\"}";
+}
+
 // What every bench prints about the machine: `"host":{"cpu", "load_average": [1, 5, 15 min],
-// "threads"}` for its JSON, one line for its table. `threads` is cotan's (--threads).
+// "threads", "gemm"}` for its JSON, one line for its table. `threads` is cotan's (--threads);
+// "gemm" is the CPU GEMM's kernel and blocking, which a number measured elsewhere depends on.
 inline std::string host_json(int threads) {
   const LoadAverage load = load_average();
   return "\"host\":{\"cpu\":\"" + json_escape(cpu_model()) + "\",\"load_average\":[" + json_number(load.one) + "," +
-         json_number(load.five) + "," + json_number(load.fifteen) + "],\"threads\":" + std::to_string(threads) + "}";
+         json_number(load.five) + "," + json_number(load.fifteen) + "],\"threads\":" + std::to_string(threads) +
+         ",\"gemm\":" + gemm_json() + "}";
 }
 inline std::string host_line(int threads) {
   const LoadAverage load = load_average();

@@ -6,10 +6,12 @@
 #include <oneapi/tbb/version.h>
 #include <string>
 
+#include "app/bench_util.hpp"
 #include "app/commands.hpp"
 #include "app/options.hpp"
 #include "cotan_config.h"
 #include "cuda/runtime.hpp"
+#include "tensor/cpu/gemm_info.hpp"
 #include "tensor/error.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
@@ -74,6 +76,20 @@ std::string gib(size_t bytes) {
   return buf;
 }
 
+// The CPU GEMM's kernel and blocking: "avx512 14x32 (f32), KC 512, MC 252; L2 1 MiB (sysfs), L3 32 MiB (sysfs)".
+std::string gemm_line() {
+  const cpu::GemmInfo g = cpu::gemm_info();
+  if (g.kernel == "eigen") return "Eigen (no AVX2+FMA or AVX-512 at compile time)";
+  auto mib = [](int64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g MiB", double(bytes) / double(1 << 20));
+    return std::string(buf);
+  };
+  return g.kernel + " " + std::to_string(g.mr) + "x" + std::to_string(g.nr_f32) + " (f32), KC " +
+         std::to_string(g.kc_f32) + ", MC " + std::to_string(g.mc_f32) + "; L2 " + mib(g.l2_bytes) + " (" +
+         g.l2_source + "), L3 " + mib(g.l3_bytes) + " (" + g.l3_source + ")";
+}
+
 }  // namespace
 
 int cmd_info(const Args& args) {
@@ -101,6 +117,7 @@ int cmd_info(const Args& args) {
               << ", \"compiler\": " << json_string(compiler())
               << ", \"cuda_compiled_in\": " << (cuda_compiled_in() ? "true" : "false")
               << ", \"cpu_threads\": " << threads << ", \"threads\": " << used
+              << ", \"cpu_gemm\": " << gemm_json()
               << ", \"eigen\": " << json_string(eigen_version())
               << ", \"tbb\": " << json_string(tbb_version())
               << ", \"cuda_status\": " << json_string(status)
@@ -121,6 +138,7 @@ int cmd_info(const Args& args) {
             << ", " << compiler() << "\n"
             << "  cuda         " << (cuda_compiled_in() ? "compiled in" : "not compiled in") << "\n"
             << "  cpu threads  " << threads << " (" << used << " used; --threads N bounds them)\n"
+            << "  cpu gemm     " << gemm_line() << "\n"
             << "  eigen        " << eigen_version() << "\n"
             << "  tbb          " << tbb_version() << "\n"
             << "  devices      cpu";

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "tensor/cpu/backend.hpp"
+#include "tensor/cpu/gemm_info.hpp"
 #include "tensor/cpu/parallel.hpp"
 #include "tensor/cpu/memory_cache.hpp"
 
@@ -584,6 +585,8 @@ void pack_panels(T* __restrict dst, const S* src, int64_t line_stride, int64_t s
 // some virtual machines).
 struct CacheSizes {
   int64_t l2, l3;
+  const char* l2_source;
+  const char* l3_source;
 };
 CacheSizes read_cache_sizes() {
   int64_t by_level[4] = {0, 0, 0, 0};
@@ -600,12 +603,18 @@ CacheSizes read_cache_sizes() {
   const int names[4] = {0, 0, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
   const int64_t low[4] = {0, 0, 128 << 10, 1 << 20}, high[4] = {0, 0, 64 << 20, 256 << 20};
   const int64_t typical[4] = {0, 0, 1 << 20, 16 << 20};
+  const char* source[4] = {"", "", "sysfs", "sysfs"};
   for (int level = 2; level <= 3; ++level) {
     int64_t& bytes = by_level[level];
-    if (bytes < low[level] || bytes > high[level]) bytes = sysconf(names[level]);
-    if (bytes < low[level] || bytes > high[level]) bytes = typical[level];
+    if (bytes < low[level] || bytes > high[level]) bytes = sysconf(names[level]), source[level] = "sysconf";
+    if (bytes < low[level] || bytes > high[level]) bytes = typical[level], source[level] = "typical";
   }
-  return {by_level[2], by_level[3]};
+  return {by_level[2], by_level[3], source[2], source[3]};
+}
+
+const CacheSizes& cache_sizes() {
+  static const CacheSizes sizes = read_cache_sizes();
+  return sizes;
 }
 
 // Blocking, fixed per machine (computed once, from the cache sizes). KC fixes the summation
@@ -622,7 +631,7 @@ struct Blocking {
 template <class T>
 const Blocking& blocking() {
   static const Blocking fixed = [] {
-    const CacheSizes caches = read_cache_sizes();
+    const CacheSizes& caches = cache_sizes();
     const int64_t kc = std::clamp<int64_t>(caches.l2 / 16 / (kNR<T> * int64_t(sizeof(T))) / 64 * 64, 256, 1024);
     const int64_t mc = std::max<int64_t>(kMR, caches.l2 / 2 / (kc * int64_t(sizeof(T))) / kMR * kMR);
     return Blocking{kc, mc, caches.l3 / 2, caches.l2 / 2};
@@ -910,6 +919,24 @@ void matmul_batch(const Tensor& a_in, const Tensor& b_in, const Tensor& out, int
 #endif  // COTAN_PACKED_GEMM
 
 }  // namespace
+
+GemmInfo gemm_info() {
+#ifdef COTAN_PACKED_GEMM
+#ifdef __AVX512F__
+  constexpr const char* kKernel = "avx512";
+#else
+  constexpr const char* kKernel = "avx2+fma";
+#endif
+  const Blocking& blocks = blocking<float>();
+  const CacheSizes& caches = cache_sizes();
+  return {.kernel = kKernel, .mr = kMR, .nr_f32 = kNR<float>, .kc_f32 = blocks.kc, .mc_f32 = blocks.mc,
+          .l2_bytes = caches.l2, .l3_bytes = caches.l3, .l2_source = caches.l2_source, .l3_source = caches.l3_source};
+#else
+  GemmInfo info;
+  info.kernel = "eigen";
+  return info;
+#endif
+}
 
 void CpuBackend::matmul_accumulate_kernel(const Tensor& a, const Tensor& b, const Tensor& c) {
   check(a.device().is_cpu() && b.device().is_cpu() && c.device().is_cpu(), "matmul_accumulate", "expects CPU tensors");

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The check on a real GPU: builds cotan with CUDA for sm_90, runs every CUDA kernel against the
 # CPU backend on the same inputs, trains and decodes on the GPU against the CPU, runs the CUDA
-# benchmarks, and prints a short table last. Run from anywhere on a machine with an NVIDIA GPU
+# benchmarks and the CPU ones against the machine's PyTorch, and prints a short table last. Run from anywhere on a machine with an NVIDIA GPU
 # and nvcc:
 #
 #   tests/gpu/run.sh            # logs and JSON into $OUT (or build-gpu/out)
@@ -132,6 +132,20 @@ for d in 64 128; do
     python3 -c "import json, sys; r = json.load(open(sys.argv[1])); d = r[\"max_relative_difference\"]; print(d); sys.exit(0 if d and max(d.values()) < 2e-2 else 1)" "$2"' \
     "$cotan" "$d" "$OUT/bench_attention_bf16_d$d.json"
 done
+
+# ---- the host's CPU against the machine's PyTorch, on two cores (when its python3 has torch) ----
+# The CPU side of the engine on the GPU host's processor: the training step and the GEMM on two
+# pinned cores, as `cotan bench` times them against PyTorch elsewhere (torch.compile's first
+# step can take minutes).
+py=$(command -v python3)
+pin=()
+command -v taskset >/dev/null && pin=(taskset -c 0,1)
+if [[ -n $py ]] && "$py" -c "import torch" 2>/dev/null; then
+  step "cpu: bench train --torch, 2 cores" bench_cpu_train.json 240 "${pin[@]}" "$cotan" bench train --torch \
+    --threads 2 --torch-python "$py" --json
+  step "cpu: bench matmul --torch, 2 cores" bench_cpu_matmul.json 120 "${pin[@]}" "$cotan" bench matmul --torch \
+    --threads 2 --sizes 512,256x257x192,1024x192x512 --layouts nn,nt --dtypes f32 --torch-python "$py" --json
+fi
 
 # ---- the test programs and the CPU and emulator suites, as CI runs them ----
 step "build tests" build_tests.log 300 ninja -C "$BUILD"

@@ -14,6 +14,7 @@
 
 #include <tbb/global_control.h>
 
+#include "tensor/cpu/gemm_info.hpp"
 #include "tensor/op_table.hpp"
 
 using namespace cotan;
@@ -383,6 +384,36 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
     CAPTURE(a.shape());
     CAPTURE(b.shape());
     CHECK(with_threads(1, a, b) == with_threads(2, a, b));
+  }
+}
+
+TEST_CASE("matmul: gemm_info's K chunk is where the f32 sums restart") {
+  const cpu::GemmInfo info = cpu::gemm_info();
+  CHECK((info.kernel == "avx512" || info.kernel == "avx2+fma" || info.kernel == "eigen"));
+  if (info.kernel == "eigen") return;  // Eigen's blocking is its own: nothing of it is reported
+  CHECK(info.mr > 0);
+  CHECK(info.nr_f32 % 8 == 0);
+  CHECK(info.mc_f32 % info.mr == 0);
+  CHECK(info.mc_f32 >= info.mr);
+  CHECK(info.l2_bytes >= (128 << 10));
+  CHECK(info.l3_bytes >= (1 << 20));
+  CHECK((info.l2_source == "sysfs" || info.l2_source == "sysconf" || info.l2_source == "typical"));
+  CHECK((info.l3_source == "sysfs" || info.l3_source == "sysconf" || info.l3_source == "typical"));
+  // Row i of A is 1, then 2^-24 everywhere; B is ones. Summed in one chain, every 2^-24 after
+  // the 1 rounds away (1 + 2^-24 is a tie, to even: 1). A chunk that starts from zero sums its
+  // 2^-24s exactly, so with chunks of kc the result is 1 + (K - kc) 2^-24 at K = 2 kc: the
+  // reported kc is the one the kernel used, for any tile (rows 1 to 20, columns 1 to 40).
+  const int64_t kc = info.kc_f32, k = 2 * kc;
+  const float tiny = std::ldexp(1.0f, -24);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1}, {3, 5}, {20, 40}}) {
+    CAPTURE(m);
+    CAPTURE(n);
+    Tensor a = Tensor::empty({m, k}, DType::f32), b = Tensor::empty({k, n}, DType::f32);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < k; ++j) a.data<float>()[i * k + j] = j == 0 ? 1.0f : tiny;
+    std::fill_n(b.data<float>(), k * n, 1.0f);
+    const Tensor c = cpu_backend().matmul(a, b);
+    for (int64_t i = 0; i < m * n; ++i) REQUIRE(c.data<float>()[i] == 1.0f + float(kc) * tiny);
   }
 }
 
