@@ -16,7 +16,8 @@ struct GemmInfo {
   int64_t mc_f32 = 0;          // rows of packed A per tile
   int64_t l2_bytes = 0;        // the cache sizes the blocking was derived from, per core (L2)
   int64_t l3_bytes = 0;        // and shared (L3)
-  std::string l2_source;       // "sysfs", "sysconf" or "typical" (neither gave a plausible size)
+  std::string l2_source;       // "environment" (COTAN_GEMM_CACHE_SIZES), "sysfs", "sysconf" or
+                               // "typical" (none gave a plausible size)
   std::string l3_source;
 };
 

@@ -35,6 +35,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -580,15 +581,40 @@ void pack_panels(T* __restrict dst, const S* src, int64_t line_stride, int64_t s
   }
 }
 
-// The L2 and L3 sizes of this CPU, in bytes: from sysfs (cpu0), else sysconf, else typical
-// sizes; a size out of a plausible range counts as unknown (sysconf reports 320 MiB of L3 on
-// some virtual machines).
+// The L2 and L3 sizes of this CPU, in bytes: from COTAN_GEMM_CACHE_SIZES ("L2,L3", each a number
+// of bytes with an optional K or M suffix: "2M,32M"), else sysfs (cpu0), else sysconf, else
+// typical sizes; a size out of a plausible range counts as unknown (sysconf reports 320 MiB of L3
+// on some virtual machines). The variable is for measuring: the blocking, and with KC the order
+// of the f32 sums, follow it.
 struct CacheSizes {
   int64_t l2, l3;
   const char* l2_source;
   const char* l3_source;
 };
+constexpr const char* kCacheSizesVariable = "COTAN_GEMM_CACHE_SIZES";
+
+// "512K" -> 524288; -1 for anything but digits with an optional K or M.
+int64_t parse_bytes(std::string_view text) {
+  int64_t unit = 1;
+  if (!text.empty() && (text.back() == 'K' || text.back() == 'M')) {
+    unit = text.back() == 'K' ? 1 << 10 : 1 << 20;
+    text.remove_suffix(1);
+  }
+  if (text.empty() || text.size() > 12 || text.find_first_not_of("0123456789") != std::string_view::npos) return -1;
+  return std::stoll(std::string(text)) * unit;
+}
+
 CacheSizes read_cache_sizes() {
+  const int64_t low[4] = {0, 0, 128 << 10, 1 << 20}, high[4] = {0, 0, 64 << 20, 256 << 20};
+  if (const char* value = std::getenv(kCacheSizesVariable); value && *value) {
+    const std::string_view text(value);
+    const size_t comma = text.find(',');
+    const int64_t l2 = comma == std::string_view::npos ? -1 : parse_bytes(text.substr(0, comma));
+    const int64_t l3 = comma == std::string_view::npos ? -1 : parse_bytes(text.substr(comma + 1));
+    if (l2 < low[2] || l2 > high[2] || l3 < low[3] || l3 > high[3])
+      fail("matmul", kCacheSizesVariable, "=\"", text, "\": expected L2,L3 such as 2M,32M, with L2 in 128K..64M and L3 in 1M..256M");
+    return {l2, l3, "environment", "environment"};
+  }
   int64_t by_level[4] = {0, 0, 0, 0};
   for (int index = 0;; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
@@ -601,7 +627,6 @@ CacheSizes read_cache_sizes() {
     by_level[level] = std::atoll(size.c_str()) * unit;
   }
   const int names[4] = {0, 0, _SC_LEVEL2_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE};
-  const int64_t low[4] = {0, 0, 128 << 10, 1 << 20}, high[4] = {0, 0, 64 << 20, 256 << 20};
   const int64_t typical[4] = {0, 0, 1 << 20, 16 << 20};
   const char* source[4] = {"", "", "sysfs", "sysfs"};
   for (int level = 2; level <= 3; ++level) {
