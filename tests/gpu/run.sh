@@ -47,6 +47,12 @@ step() {  # step NAME LOG LIMIT COMMAND...: runs COMMAND for at most LIMIT secon
   echo "c++: $(c++ --version 2>&1 | head -1)"
   echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
   echo "meson: $(meson --version 2>&1), ninja: $(ninja --version 2>&1), pkg-config: $(command -v pkg-config || echo none)"
+  # What the CPU GEMM's blocking is derived from, and the vector extensions it may use.
+  lscpu 2>/dev/null | grep -E "^(Model name|Thread|Core|Socket|NUMA node\(s\)|L1d|L2|L3)"
+  for d in /sys/devices/system/cpu/cpu0/cache/index*; do
+    echo "cpu0 $(basename "$d"): L$(cat "$d/level") $(cat "$d/type") $(cat "$d/size") shared with $(cat "$d/shared_cpu_list")"
+  done 2>/dev/null
+  echo "flags: $(grep -m1 -o -w -E 'avx2|fma|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16|amx_tile|amx_bf16' /proc/cpuinfo | tr '\n' ' ')"
 } >"$OUT/machine.txt" 2>&1
 cat "$OUT/machine.txt"
 
