@@ -264,9 +264,18 @@ template <int64_t N, class F>
 // R <= kMR rows are computed: a small R keeps short row panels from paying for a full one. Each
 // element's sum is the same FMA chain whatever R, `cols` or ldb. Never inlined: inlined into
 // packed_gemm's loops, GCC 12 kept the f64 accumulators on the stack (a store per FMA, a third of
-// the speed); on its own the function holds them in registers.
+// the speed); on its own the function holds them in registers. With AVX-512 it is flattened
+// (everything it calls inlined into it first): without that, GCC 13.3 left the 14-row kernel's
+// accumulator array in memory, 21 stores per K step (tests/gpu/run.sh counts such traffic), and
+// a GCC 13.3 build ran the GEMM at 30-39% of the FMA peak on an AVX-512 Xeon. (The AVX2 kernels
+// need nothing of the kind with GCC 12 or 13, and keep the code that was measured.)
+#ifdef __AVX512F__
+#define COTAN_MICRO_KERNEL_FLATTEN [[gnu::flatten]]
+#else
+#define COTAN_MICRO_KERNEL_FLATTEN
+#endif
 template <class T, int64_t R, bool kRowsA = false>
-[[gnu::noinline]] void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* c,
+[[gnu::noinline]] COTAN_MICRO_KERNEL_FLATTEN void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* c,
                                     int64_t ldc, int64_t rows, int64_t cols, bool first, int64_t lda = 0) {
   using S = Simd<T>;
   using V = typename S::V;
