@@ -1,0 +1,41 @@
+#!/bin/sh
+# The CPU GEMM's main micro-kernels keep their accumulators in registers. Counts the vector
+# loads and stores at %rsp in this build's micro_kernel of the most rows (14 with AVX-512, 6
+# with AVX2) and in micro_kernel_rows_a; more than a few means the compiler spilled the
+# accumulators (GCC 13.3 did, without the flatten in tensor/cpu/matmul.cpp: 21 stores per K
+# step, the GEMM at a third of its speed). Skips (77) a build without the packed GEMM (Eigen).
+#   gemm_registers.sh LIBCOTAN_A            (or an object file of tensor/cpu/matmul.cpp)
+set -u
+input=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+command -v objdump >/dev/null || { echo "objdump not found"; exit 77; }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+case "$input" in
+  *.a) object=$(ar t "$input" | grep 'tensor_cpu_matmul\.cpp\.o$' | head -n 1)
+       [ -n "$object" ] || { echo "no tensor_cpu_matmul.cpp.o in $input"; exit 1; }
+       (cd "$tmp" && ar x "$input" "$object") || exit 1
+       input=$tmp/$object ;;
+esac
+objdump -d --no-show-raw-insn -C "$input" > "$tmp/asm" || exit 1
+awk '
+  /^[0-9a-f]+ <.*>:$/ {
+    name = ""
+    if ($0 ~ /micro_kernel_rows_a\(/) { name = "rows_a"; rows = 0 }
+    else if (match($0, /micro_kernel<(float|double), [0-9]+l/)) {
+      split(substr($0, RSTART, RLENGTH), part, ", "); rows = part[2] + 0
+      name = substr($0, RSTART, RLENGTH) ">"
+    }
+    if (name != "") { count[name] += 0; rows_of[name] = rows; if (rows > most) most = rows }
+    next
+  }
+  name != "" && /[xyz]mm/ && /\(%rsp\)/ { count[name]++ }
+  END {
+    if (most == 0) { print "no packed GEMM micro-kernels (Eigen build)"; exit 77 }
+    bad = 0
+    for (k in count) {
+      if (k != "rows_a" && rows_of[k] != most) continue
+      printf "%-28s %d vector accesses to the stack\n", k, count[k]
+      if (count[k] > 8) bad = 1
+    }
+    exit bad
+  }' "$tmp/asm"
