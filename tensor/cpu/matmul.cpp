@@ -266,7 +266,7 @@ template <int64_t N, class F>
 // packed_gemm's loops, GCC 12 kept the f64 accumulators on the stack (a store per FMA, a third of
 // the speed); on its own the function holds them in registers. With AVX-512 it is flattened
 // (everything it calls inlined into it first): without that, GCC 13.3 left the 14-row kernel's
-// accumulator array in memory, 21 stores per K step (tests/gpu/run.sh counts such traffic), and
+// accumulator array in memory, 21 stores per K step (the gemm_registers test looks for that), and
 // a GCC 13.3 build ran the GEMM at 30-39% of the FMA peak on an AVX-512 Xeon. (The AVX2 kernels
 // need nothing of the kind with GCC 12 or 13, and keep the code that was measured.)
 #ifdef __AVX512F__
@@ -275,8 +275,9 @@ template <int64_t N, class F>
 #define COTAN_MICRO_KERNEL_FLATTEN
 #endif
 template <class T, int64_t R, bool kRowsA = false>
-[[gnu::noinline]] COTAN_MICRO_KERNEL_FLATTEN void micro_kernel(int64_t kc, const T* __restrict a, const T* __restrict b, int64_t ldb, T* c,
-                                    int64_t ldc, int64_t rows, int64_t cols, bool first, int64_t lda = 0) {
+[[gnu::noinline]] COTAN_MICRO_KERNEL_FLATTEN void micro_kernel(int64_t kc, const T* __restrict a,
+                                                               const T* __restrict b, int64_t ldb, T* c, int64_t ldc,
+                                                               int64_t rows, int64_t cols, bool first, int64_t lda = 0) {
   using S = Simd<T>;
   using V = typename S::V;
   constexpr int64_t W = S::kWidth, NR = kNR<T>;
@@ -621,7 +622,8 @@ CacheSizes read_cache_sizes() {
     const int64_t l2 = comma == std::string_view::npos ? -1 : parse_bytes(text.substr(0, comma));
     const int64_t l3 = comma == std::string_view::npos ? -1 : parse_bytes(text.substr(comma + 1));
     if (l2 < low[2] || l2 > high[2] || l3 < low[3] || l3 > high[3])
-      fail("matmul", kCacheSizesVariable, "=\"", text, "\": expected L2,L3 such as 2M,32M, with L2 in 128K..64M and L3 in 1M..256M");
+      fail("matmul", kCacheSizesVariable, "=\"", text,
+           "\": expected L2,L3 such as 2M,32M, with L2 in 128K..64M and L3 in 1M..256M");
     return {l2, l3, "environment", "environment"};
   }
   int64_t by_level[4] = {0, 0, 0, 0};
