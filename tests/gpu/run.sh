@@ -96,6 +96,8 @@ cotan="$BUILD/cotan"
 
 # ---- CUDA kernels against the CPU backend ----
 step "cotan info" info.log 30 "$cotan" info
+# Whether this machine's compiler kept the CPU GEMM micro-kernels' accumulators in registers.
+step "cpu: GEMM accumulators in registers" gemm_registers.log 60 sh tests/tensor/gemm_registers.sh "$BUILD/libcotan.a"
 step "gradcheck --device cuda" gradcheck_cuda.log 120 "$cotan" gradcheck --device cuda
 
 # ---- training on the GPU: the quick study, and its teacher's losses against the CPU's ----
@@ -152,11 +154,9 @@ if [[ -n $py ]] && "$py" -c "import torch" 2>/dev/null; then
   step "cpu: bench matmul --torch, 2 cores" bench_cpu_matmul.json 120 "${pin[@]}" "$cotan" bench matmul --torch \
     --threads 2 --sizes 512,256x257x192,1024x192x512 --layouts nn,nt --dtypes f32 --torch-python "$py" --json
 fi
-# The same products with the blocking of a 1 MiB L2 (KC and MC halved or less), and whether this
-# machine's compiler kept the GEMM micro-kernels' accumulators in registers.
+# The same products with the blocking of a 1 MiB L2 (KC and MC halved or less).
 step "cpu: bench matmul, blocking of 1M L2" bench_cpu_matmul_1m.json 120 env COTAN_GEMM_CACHE_SIZES=1M,32M \
   "${pin[@]}" "$cotan" bench matmul --threads 2 --sizes 512,256x257x192,1024x192x512 --layouts nn,nt --dtypes f32 --json
-step "cpu: GEMM accumulators in registers" gemm_registers.log 60 sh tests/tensor/gemm_registers.sh "$BUILD/libcotan.a"
 
 # ---- the test programs and the CPU and emulator suites, as CI runs them ----
 step "build tests" build_tests.log 300 ninja -C "$BUILD"
