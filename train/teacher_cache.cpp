@@ -35,12 +35,12 @@ const TeacherCache::Entry* TeacherCache::entry(const Tensor& host_ids, uint64_t 
   return nullptr;
 }
 
-void TeacherCache::check_teacher(const void* teacher) const {
+void TeacherCache::check_teacher(const void* teacher) {
   if (!teacher_) teacher_ = teacher;
   if (teacher != teacher_) fail("train", "a teacher cache holds another teacher's outputs");
 }
 
-Tensor TeacherCache::find(const void* teacher, const Tensor& ids, bool fused_head) const {
+Tensor TeacherCache::find(const void* teacher, const Tensor& ids, bool fused_head) {
   const auto [host, hash] = host_key(ids);
   std::lock_guard lock(mutex_);
   check_teacher(teacher);

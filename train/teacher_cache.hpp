@@ -28,7 +28,7 @@ class TeacherCache {
 
   // The output kept for these ids and kind, or an undefined tensor. `teacher` identifies the
   // teacher asking (its parameters): one other than the cache's first is an error.
-  Tensor find(const void* teacher, const Tensor& ids, bool fused_head) const;
+  Tensor find(const void* teacher, const Tensor& ids, bool fused_head);
   // Keeps `output` for these ids and kind unless it is there already or the budget is spent.
   void keep(const void* teacher, const Tensor& ids, bool fused_head, const Tensor& output);
 
@@ -43,13 +43,13 @@ class TeacherCache {
     Tensor output;
   };
   const Entry* entry(const Tensor& host_ids, uint64_t hash, bool fused_head) const;
-  void check_teacher(const void* teacher) const;  // under mutex_
+  void check_teacher(const void* teacher);  // under mutex_
 
   mutable std::mutex mutex_;
-  mutable const void* teacher_ = nullptr;
+  const void* teacher_ = nullptr;
   std::unordered_multimap<uint64_t, Entry> entries_;
   size_t budget_, bytes_ = 0;
-  mutable int64_t hits_ = 0, misses_ = 0;
+  int64_t hits_ = 0, misses_ = 0;
 };
 
 }  // namespace cotan::train

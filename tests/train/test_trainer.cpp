@@ -13,7 +13,6 @@
 #include <limits>
 #include <set>
 #include <sstream>
-
 #include <stdexcept>
 
 #include <tbb/global_control.h>
