@@ -79,7 +79,8 @@ Recipe parse_recipe(std::string_view text, const std::string& source) {
       for (const toml::node& item : *array) {
         if (!item.is_string())
           fail("recipe", source, " line ", line_of(item), ": '", name, "' must be an array of strings");
-        entry.value += (entry.value.empty() ? "" : ",") + *item.value<std::string>();
+        if (!entry.value.empty()) entry.value += ',';
+        entry.value += *item.value<std::string>();
       }
     } else {
       fail("recipe", source, " line ", line, ": the value of '", name, "' is a ",
