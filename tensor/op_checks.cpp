@@ -5,6 +5,7 @@
 #include <string>
 
 #include "tensor/op_table.hpp"
+#include "tensor/product_log.hpp"
 
 namespace cotan {
 
@@ -141,6 +142,7 @@ Tensor Backend::matmul(const Tensor& a, const Tensor& b) {
   const Shape& bs = b.shape();
   check(b.dim() == nd && std::equal(as.begin(), as.end() - 2, bs.begin()) && as[size_t(nd - 1)] == bs[size_t(nd - 2)],
         "matmul", "shapes ", to_string(as), " and ", to_string(bs), " do not match");
+  ProductLog::note(a, b, false);
   return matmul_kernel(a, b);
 }
 
@@ -156,6 +158,7 @@ void Backend::matmul_accumulate(const Tensor& a, const Tensor& b, const Tensor& 
         " do not match");
   check(c.is_contiguous(), "matmul_accumulate", "the sum [", c.size(0), ", ", c.size(1), "] must be contiguous");
   if (c.numel() == 0 || a.size(1) == 0) return;
+  ProductLog::note(a, b, true);
   matmul_accumulate_kernel(a, b, c);
 }
 

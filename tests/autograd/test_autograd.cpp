@@ -14,6 +14,7 @@
 
 #include "autograd/autograd.hpp"
 #include "tensor/ops.hpp"
+#include "tensor/product_log.hpp"
 #include "tensor/random.hpp"
 
 using namespace cotan;
@@ -469,4 +470,27 @@ TEST_CASE("concurrently: in sequence inside a checkpoint; recomputing() carried 
                          "[second] b failed", Error);
     CHECK(a_ended);
   }
+}
+
+TEST_CASE("a layer's forward and backward run the three products of x W^T") {
+  // y = x W^T, x [B, in], W [out, in]: the forward is x times W read transposed (nt); the backward
+  // dX = G W (nn, [B, out] x [out, in]) and dW = G^T x (tn, [out, B] x [B, in]). The order of the
+  // two backward products is the engine's; they are compared as a set.
+  Generator gen(5);
+  const int64_t batch = 6, in = 4, out = 3;
+  Tensor x = randn({batch, in}, gen, DType::f64), w = randn({out, in}, gen, DType::f64);
+  Tensor c = randn({batch, out}, gen, DType::f64);  // a loss whose G is not all ones
+  std::vector<ProductShape> seen;
+  {
+    ProductLog log;
+    value_and_grad([&](const std::vector<Tensor>& in) { return sum(matmul(in[0], transpose(in[1])) * c); }, {x, w});
+    seen = log.products();
+  }
+  auto product = [](int64_t m, int64_t n, int64_t k, char a, char b) {
+    return ProductShape{1, m, n, k, a, b, false, DType::f64, Device::cpu()};
+  };
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0] == product(batch, out, in, 'n', 't'));
+  const ProductShape dx = product(batch, in, out, 'n', 'n'), dw = product(out, in, batch, 't', 'n');
+  CHECK(((seen[1] == dx && seen[2] == dw) || (seen[1] == dw && seen[2] == dx)));
 }
