@@ -15,7 +15,10 @@
 // as a layer's forward (x W^T: "nt") and its weight gradient (X^T G: "tn") run them. --blis (a
 // build that found Debian's libblis-dev) takes turns with BLIS's bli_sgemm / bli_dgemm on the same
 // operands, strides and thread count, the same way: the other well-kept CPU GEMM a user could pick
-// (README, "Benchmarks").
+// (README, "Benchmarks"). --step times a training step's own products instead of --sizes: those of
+// `cotan bench train`'s step (app/bench_step.hpp), recorded by a ProductLog (tensor/product_log.hpp)
+// over one step after a first, each distinct product once, and the step's whole GEMM time and
+// GFLOP/s from them, each product weighted by how often the step runs it.
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <chrono>
@@ -30,6 +33,7 @@
 #include <vector>
 
 #include "app/bench_peak.hpp"
+#include "app/bench_step.hpp"
 #include "app/bench_util.hpp"
 #include "app/commands.hpp"
 #include "app/options.hpp"
@@ -37,6 +41,7 @@
 #include "tensor/error.hpp"
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
+#include "tensor/product_log.hpp"
 #include "util/json.hpp"
 
 #ifdef COTAN_HAVE_BLIS
@@ -45,8 +50,6 @@
 
 namespace cotan::app {
 namespace {
-
-
 
 constexpr int kWarmup = 2;
 constexpr double kTurnWarmup = 0.050;  // seconds
@@ -90,30 +93,97 @@ std::vector<DType> parse_dtypes(const std::string& text) {
 }
 
 // How the operands lie: "nn" both row-major; "nt" B is the transpose of a row-major [N, K]
-// (x W^T); "tn" A is the transpose of a row-major [K, M] (X^T G).
+// (x W^T); "tn" A is the transpose of a row-major [K, M] (X^T G); "tt" both transposed.
 std::vector<std::string> parse_layouts(const std::string& text) {
   std::vector<std::string> layouts;
   std::stringstream items(text);
   for (std::string item; std::getline(items, item, ',');) {
-    if (item != "nn" && item != "nt" && item != "tn") fail("bench", "--layouts takes nn, nt or tn, not '", item, "'");
+    if (item != "nn" && item != "nt" && item != "tn" && item != "tt")
+      fail("bench", "--layouts takes nn, nt, tn or tt, not '", item, "'");
     layouts.push_back(item);
   }
   if (layouts.empty()) fail("bench", "--layouts is empty");
   return layouts;
 }
 
+// One product to time: its shape, layout and dtype, and how often the step runs it (--step;
+// otherwise 1), `accumulating` of those adding into their output (timed as plain products).
+struct Case {
+  Size size;
+  std::string layout;
+  DType dtype;
+  int64_t count = 1, accumulating = 0;
+};
+
+// The products of one `cotan bench train` step on `device` (the tiny affine student, batch 8 x
+// 128, f32), recorded on the step after a first one (which also runs the teacher's pass for the
+// micro-batch it starts with), grouped by shape, layout and dtype in the order they first ran.
+std::vector<Case> step_products(Device device) {
+  BenchStep step(nn::preset(BenchStep::kStudent), 8, 128, device, DType::f32);
+  step.run();
+  std::vector<ProductShape> products;
+  {
+    ProductLog log;
+    step.run();
+    products = log.products();
+  }
+  std::vector<Case> cases;
+  for (const ProductShape& p : products) {
+    const std::string layout{p.a_layout, p.b_layout};
+    if (p.batch != 1 || layout.find('g') != std::string::npos)
+      fail("bench", "--step: the step ran a product this bench cannot time: ", p.batch, " x [", p.m, ", ", p.k,
+           "] x [", p.k, ", ", p.n, "], layout ", layout, " (it times single products of nn, nt, tn or tt operands)");
+    auto same = [&](const Case& c) {
+      return c.size.m == p.m && c.size.n == p.n && c.size.k == p.k && c.layout == layout && c.dtype == p.dtype;
+    };
+    auto found = std::find_if(cases.begin(), cases.end(), same);
+    if (found == cases.end()) found = cases.insert(cases.end(), Case{{p.m, p.n, p.k}, layout, p.dtype, 0, 0});
+    ++found->count;
+    if (p.accumulate) ++found->accumulating;
+  }
+  if (cases.empty()) fail("bench", "--step: the step ran no matrix product");
+  return cases;
+}
+
 struct Result {
   Size size;
   DType dtype;
   std::string layout;
+  int64_t count, accumulating;
   double seconds;
   std::optional<double> torch_seconds;
   std::optional<double> blis_seconds;
-  double gflops_at(double s) const { return 2.0 * double(size.m) * double(size.n) * double(size.k) / s / 1e9; }
+  double flops() const { return 2.0 * double(size.m) * double(size.n) * double(size.k); }
+  double gflops_at(double s) const { return flops() / s / 1e9; }
   double gflops() const { return gflops_at(seconds); }
   double torch_gflops() const { return gflops_at(*torch_seconds); }
   double blis_gflops() const { return gflops_at(*blis_seconds); }
 };
+
+// --step: the step's products together, each weighted by its count: their FLOPs, and the
+// seconds they take on each side (a side that timed not every product has none).
+struct StepTotal {
+  double flops = 0, seconds = 0;
+  std::optional<double> torch_seconds, blis_seconds;
+  double gflops() const { return flops / seconds / 1e9; }
+};
+StepTotal step_total(const std::vector<Result>& results) {
+  StepTotal total;
+  bool torch = true, blis = true;
+  double torch_seconds = 0, blis_seconds = 0;
+  for (const Result& r : results) {
+    const double count = double(r.count);
+    total.flops += count * r.flops();
+    total.seconds += count * r.seconds;
+    torch = torch && r.torch_seconds;
+    blis = blis && r.blis_seconds;
+    if (torch) torch_seconds += count * *r.torch_seconds;
+    if (blis) blis_seconds += count * *r.blis_seconds;
+  }
+  if (torch) total.torch_seconds = torch_seconds;
+  if (blis) total.blis_seconds = blis_seconds;
+  return total;
+}
 
 // The FMA peak of `dtype`'s products: fp64 vectors hold half the lanes of fp32 ones; bf16 is
 // multiplied in fp32.
@@ -202,7 +272,10 @@ int bench_matmul(const Args& args) {
        "comma-separated sizes: N (square) or MxNxK ([M, K] x [K, N])")
       ("dtypes", po::value<std::string>()->default_value("f32,f64"), "comma-separated: f32, f64, bf16")
       ("layouts", po::value<std::string>()->default_value("nn"),
-       "comma-separated: nn (row-major operands), nt (B transposed: x W^T), tn (A transposed: X^T G)")
+       "comma-separated: nn (row-major operands), nt (B transposed: x W^T), tn (A transposed: X^T G), tt")
+      ("step", "time the products of one `cotan bench train` step (tiny teacher and affine student, batch 8 x "
+               "128, f32) instead of --sizes, --layouts and --dtypes: each distinct product once, and the "
+               "step's total with each weighted by how often the step runs it")
       ("repeat", po::value<int>()->default_value(10), "timed runs per product (the median is reported)")
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (cuda: cuBLAS)")
       ("tf32", "f32 products on TF32 tensor cores (cuBLAS; --device cuda)")
@@ -217,6 +290,9 @@ int bench_matmul(const Args& args) {
   }
   check_integers(vm, {{"repeat", 1, 100000}});
   const bool json = vm.count("json") > 0;
+  const bool step = vm.count("step") > 0;
+  for (const char* name : {"sizes", "layouts", "dtypes"})
+    if (step && !vm[name].defaulted()) fail("bench", "--step times the step's own products; it takes no --", name);
   const std::vector<Size> sizes = parse_sizes(vm["sizes"].as<std::string>());
   const std::vector<DType> dtypes = parse_dtypes(vm["dtypes"].as<std::string>());
   const std::vector<std::string> layouts = parse_layouts(vm["layouts"].as<std::string>());
@@ -229,6 +305,15 @@ int bench_matmul(const Args& args) {
     fail("bench", "--torch times PyTorch on the CPU; it compares with --device cpu only");
 
   if (vm.count("blis") && !device.is_cpu()) fail("bench", "--blis times BLIS on the CPU; it compares with --device cpu only");
+  // What to time: the step's products, or every size x layout x dtype.
+  std::vector<Case> cases;
+  if (step) {
+    cases = step_products(device);
+  } else {
+    for (const Size& size : sizes)
+      for (const std::string& layout : layouts)
+        for (DType dtype : dtypes) cases.push_back({size, layout, dtype});
+  }
   std::optional<Blis> blis;
   if (vm.count("blis")) blis.emplace(threads);
   std::optional<TorchReference> torch;
@@ -256,7 +341,14 @@ int bench_matmul(const Args& args) {
     if (blis)
       std::printf("%s; taking turns with cotan as PyTorch does; b.ratio: cotan GFLOP/s over BLIS's\n",
                   blis->describe().c_str());
-    std::printf("%6s %6s %6s  %-6s %-5s %10s %9s", "m", "n", "k", "layout", "dtype", "ms", "GFLOP/s");
+    if (step)
+      std::printf("the products of one step of `cotan bench train` (%s -> %s, attention affine, batch 8 x 128, "
+                  "f32), recorded after a first step: %zu distinct; count: how often the step runs each (+N: N of "
+                  "them add into their output, timed as plain products)\n",
+                  BenchStep::kTeacher, BenchStep::kStudent, cases.size());
+    std::printf("%6s %6s %6s  %-6s %-5s", "m", "n", "k", "layout", "dtype");
+    if (step) std::printf(" %7s", "count");
+    std::printf(" %10s %9s", "ms", "GFLOP/s");
     if (peak) std::printf(" %6s", "%peak");
     if (torch) std::printf(" %10s %11s", "torch ms", "torch GF/s");
     if (torch && peak) std::printf(" %6s", "%peak");
@@ -268,70 +360,78 @@ int bench_matmul(const Args& args) {
   }
   std::vector<Result> results;
   Generator gen(0);
-  for (const Size& size : sizes) {
-    for (const std::string& layout : layouts) {
-      for (DType dtype : dtypes) {
-        // Transposed after the move to the device, which copies into a contiguous tensor.
-        const Tensor a = layout == "tn" ? transpose(to(randn({size.k, size.m}, gen, dtype), device))
-                                        : to(randn({size.m, size.k}, gen, dtype), device);
-        const Tensor b = layout == "nt" ? transpose(to(randn({size.n, size.k}, gen, dtype), device))
-                                        : to(randn({size.k, size.n}, gen, dtype), device);
-        double warm = 1e30;
-        for (int i = 0; i < kWarmup; ++i) warm = std::min(warm, time_once(a, b));
-        if (torch) torch_matmul(*torch, size, dtype, layout, kWarmup);
-        const int turn_warmup = int(std::clamp(std::ceil(kTurnWarmup / warm), 1.0, 1000.0));
-        const bool with_blis = blis && Blis::handles(dtype);
-        const Tensor blis_out = with_blis ? Tensor::empty({size.m, size.n}, dtype) : Tensor();
-        if (with_blis)
-          for (int i = 0; i < kWarmup; ++i) blis->time_once(a, b, blis_out);
-        std::vector<double> ours, theirs, blis_times;
-        for (int r = 0; r < repeat; ++r) {
-          if (torch || with_blis) {
-            std::this_thread::sleep_for(kSettle);
-            for (int i = 0; i < turn_warmup; ++i) time_once(a, b);
-          }
-          ours.push_back(time_once(a, b));
-          if (with_blis) {
-            std::this_thread::sleep_for(kSettle);
-            for (int i = 0; i < turn_warmup; ++i) blis->time_once(a, b, blis_out);
-            blis_times.push_back(blis->time_once(a, b, blis_out));
-          }
-          if (!torch) continue;
-          std::this_thread::sleep_for(kSettle);
-          theirs.push_back(torch_matmul(*torch, size, dtype, layout, turn_warmup + 1).back());
-        }
-        Result result{size, dtype, layout, median(ours), std::nullopt, std::nullopt};
-        if (torch) result.torch_seconds = median(theirs);
-        if (with_blis) {
-          result.blis_seconds = median(blis_times);
-          // The same product: a BLIS that computed something else would make the ratio meaningless.
-          const Tensor ours_out = backend(a.device()).matmul(a, b);
-          const double scale = max(abs(cast(blis_out, DType::f64))).item<double>();
-          const double diff = max(abs(cast(ours_out, DType::f64) - cast(blis_out, DType::f64))).item<double>();
-          const double tolerance = (dtype == DType::f32 ? 1e-4 : 1e-12) * std::max(scale, 1.0);
-          check(diff <= tolerance, "bench", "--blis: BLIS's product of ", size.m, "x", size.n, "x", size.k, " (",
-                layout, ") differs from cotan's by ", diff, " (largest |C| ", scale, ")");
-        }
-        results.push_back(result);
-        if (!json) {
-          std::printf("%6lld %6lld %6lld  %-6s %-5s %10.3f %9.1f", static_cast<long long>(size.m),
-                      static_cast<long long>(size.n), static_cast<long long>(size.k), layout.c_str(),
-                      std::string(dtype_name(dtype)).c_str(), result.seconds * 1e3, result.gflops());
-          if (peak) std::printf(" %5.1f%%", 100 * result.gflops() / peak_of(*peak, dtype));
-          if (torch) std::printf(" %10.3f %11.1f", *result.torch_seconds * 1e3, result.torch_gflops());
-          if (torch && peak) std::printf(" %5.1f%%", 100 * result.torch_gflops() / peak_of(*peak, dtype));
-          if (torch) std::printf(" %7.2f", result.gflops() / result.torch_gflops());
-          if (blis && result.blis_seconds) {
-            std::printf(" %10.3f %10.1f", *result.blis_seconds * 1e3, result.blis_gflops());
-            if (peak) std::printf(" %5.1f%%", 100 * result.blis_gflops() / peak_of(*peak, dtype));
-            std::printf(" %7.2f", result.gflops() / result.blis_gflops());
-          } else if (blis) {
-            std::printf(" %10s %10s%s %7s", "-", "-", peak ? "      -" : "", "-");
-          }
-          std::printf("\n");
-          std::fflush(stdout);
-        }
+  for (const Case& product : cases) {
+    const Size& size = product.size;
+    const std::string& layout = product.layout;
+    const DType dtype = product.dtype;
+    // Transposed after the move to the device, which copies into a contiguous tensor.
+    const Tensor a = layout[0] == 't' ? transpose(to(randn({size.k, size.m}, gen, dtype), device))
+                                      : to(randn({size.m, size.k}, gen, dtype), device);
+    const Tensor b = layout[1] == 't' ? transpose(to(randn({size.n, size.k}, gen, dtype), device))
+                                      : to(randn({size.k, size.n}, gen, dtype), device);
+    double warm = 1e30;
+    for (int i = 0; i < kWarmup; ++i) warm = std::min(warm, time_once(a, b));
+    if (torch) torch_matmul(*torch, size, dtype, layout, kWarmup);
+    const int turn_warmup = int(std::clamp(std::ceil(kTurnWarmup / warm), 1.0, 1000.0));
+    const bool with_blis = blis && Blis::handles(dtype);
+    const Tensor blis_out = with_blis ? Tensor::empty({size.m, size.n}, dtype) : Tensor();
+    if (with_blis)
+      for (int i = 0; i < kWarmup; ++i) blis->time_once(a, b, blis_out);
+    std::vector<double> ours, theirs, blis_times;
+    for (int r = 0; r < repeat; ++r) {
+      if (torch || with_blis) {
+        std::this_thread::sleep_for(kSettle);
+        for (int i = 0; i < turn_warmup; ++i) time_once(a, b);
       }
+      ours.push_back(time_once(a, b));
+      if (with_blis) {
+        std::this_thread::sleep_for(kSettle);
+        for (int i = 0; i < turn_warmup; ++i) blis->time_once(a, b, blis_out);
+        blis_times.push_back(blis->time_once(a, b, blis_out));
+      }
+      if (!torch) continue;
+      std::this_thread::sleep_for(kSettle);
+      theirs.push_back(torch_matmul(*torch, size, dtype, layout, turn_warmup + 1).back());
+    }
+    Result result{size, dtype, layout, product.count, product.accumulating, median(ours), std::nullopt, std::nullopt};
+    if (torch) result.torch_seconds = median(theirs);
+    if (with_blis) {
+      result.blis_seconds = median(blis_times);
+      // The same product: a BLIS that computed something else would make the ratio meaningless.
+      const Tensor ours_out = backend(a.device()).matmul(a, b);
+      const double scale = max(abs(cast(blis_out, DType::f64))).item<double>();
+      const double diff = max(abs(cast(ours_out, DType::f64) - cast(blis_out, DType::f64))).item<double>();
+      const double tolerance = (dtype == DType::f32 ? 1e-4 : 1e-12) * std::max(scale, 1.0);
+      check(diff <= tolerance, "bench", "--blis: BLIS's product of ", size.m, "x", size.n, "x", size.k, " (",
+            layout, ") differs from cotan's by ", diff, " (largest |C| ", scale, ")");
+    }
+    results.push_back(result);
+    if (!json) {
+      std::printf("%6lld %6lld %6lld  %-6s %-5s", static_cast<long long>(size.m), static_cast<long long>(size.n),
+                  static_cast<long long>(size.k), layout.c_str(), std::string(dtype_name(dtype)).c_str());
+      if (step) {
+        char count[32];
+        if (product.accumulating)
+          std::snprintf(count, sizeof count, "%lld+%lld", static_cast<long long>(product.count),
+                        static_cast<long long>(product.accumulating));
+        else
+          std::snprintf(count, sizeof count, "%lld", static_cast<long long>(product.count));
+        std::printf(" %7s", count);
+      }
+      std::printf(" %10.3f %9.1f", result.seconds * 1e3, result.gflops());
+      if (peak) std::printf(" %5.1f%%", 100 * result.gflops() / peak_of(*peak, dtype));
+      if (torch) std::printf(" %10.3f %11.1f", *result.torch_seconds * 1e3, result.torch_gflops());
+      if (torch && peak) std::printf(" %5.1f%%", 100 * result.torch_gflops() / peak_of(*peak, dtype));
+      if (torch) std::printf(" %7.2f", result.gflops() / result.torch_gflops());
+      if (blis && result.blis_seconds) {
+        std::printf(" %10.3f %10.1f", *result.blis_seconds * 1e3, result.blis_gflops());
+        if (peak) std::printf(" %5.1f%%", 100 * result.blis_gflops() / peak_of(*peak, dtype));
+        std::printf(" %7.2f", result.gflops() / result.blis_gflops());
+      } else if (blis) {
+        std::printf(" %10s %10s%s %7s", "-", "-", peak ? "      -" : "", "-");
+      }
+      std::printf("\n");
+      std::fflush(stdout);
     }
   }
 
@@ -344,6 +444,25 @@ int bench_matmul(const Args& args) {
     std::printf("fp32 FMA peak again after the products: %.1f GFLOP/s on %d thread%s (before: %.1f)\n",
                 peak_end->gflops, threads, threads == 1 ? "" : "s", peak->gflops);
     std::printf("%s", host_capacity_notes(*peak_1, *peak, *peak_end).c_str());
+  }
+  const StepTotal total = step ? step_total(results) : StepTotal{};
+  if (!json && step) {
+    int64_t count = 0;
+    for (const Result& r : results) count += r.count;
+    // The step's products are f32 (BenchStep), so the f32 peak is theirs.
+    auto line = [&](const char* who, double seconds) {
+      const double gflops = total.flops / seconds / 1e9;
+      std::printf("  %-8s %8.2f ms %9.1f GFLOP/s", who, seconds * 1e3, gflops);
+      if (peak) std::printf(" %5.1f%% of peak", 100 * gflops / peak->gflops);
+      std::printf("\n");
+    };
+    std::printf("\nthe step's %lld products (%.3f GFLOP), each timed alone, weighted by its count:\n",
+                static_cast<long long>(count), total.flops / 1e9);
+    line("cotan", total.seconds);
+    if (total.torch_seconds) line("PyTorch", *total.torch_seconds);
+    if (total.blis_seconds) line("BLIS", *total.blis_seconds);
+    if (total.torch_seconds) std::printf("  ratio (cotan GFLOP/s over PyTorch's) %.2f\n", *total.torch_seconds / total.seconds);
+    if (total.blis_seconds) std::printf("  b.ratio (over BLIS's) %.2f\n", *total.blis_seconds / total.seconds);
   }
 
   if (json) {
@@ -358,11 +477,36 @@ int bench_matmul(const Args& args) {
       std::cout << ",\"fma_peak\":null";
     std::cout << "," << (torch ? torch->json_field() : "\"torch\":null");
     std::cout << "," << (blis ? blis->json_field() : "\"blis\":null");
+    if (step) {
+      int64_t count = 0;
+      for (const Result& r : results) count += r.count;
+      std::cout << ",\"step\":{\"teacher\":\"" << BenchStep::kTeacher << "\",\"student\":\"" << BenchStep::kStudent
+                << "\",\"attention\":\"affine\",\"batch\":8,\"seq_len\":128,\"products\":" << count
+                << ",\"distinct\":" << results.size() << ",\"gflop\":" << json_number(total.flops / 1e9)
+                << ",\"ms\":" << json_number(total.seconds * 1e3) << ",\"gflops\":" << json_number(total.gflops());
+      if (peak) std::cout << ",\"fraction_of_peak\":" << json_number(total.gflops() / peak->gflops);
+      if (total.torch_seconds) {
+        const double gflops = total.flops / *total.torch_seconds / 1e9;
+        std::cout << ",\"torch_ms\":" << json_number(*total.torch_seconds * 1e3) << ",\"torch_gflops\":" << json_number(gflops);
+        if (peak) std::cout << ",\"torch_fraction_of_peak\":" << json_number(gflops / peak->gflops);
+        std::cout << ",\"ratio\":" << json_number(*total.torch_seconds / total.seconds);
+      }
+      if (total.blis_seconds) {
+        const double gflops = total.flops / *total.blis_seconds / 1e9;
+        std::cout << ",\"blis_ms\":" << json_number(*total.blis_seconds * 1e3) << ",\"blis_gflops\":" << json_number(gflops);
+        if (peak) std::cout << ",\"blis_fraction_of_peak\":" << json_number(gflops / peak->gflops);
+        std::cout << ",\"blis_ratio\":" << json_number(*total.blis_seconds / total.seconds);
+      }
+      std::cout << "}";
+    } else {
+      std::cout << ",\"step\":null";
+    }
     std::cout << ",\"results\":[";
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::cout << (i ? "," : "") << "{\"m\":" << r.size.m << ",\"n\":" << r.size.n << ",\"k\":" << r.size.k
-                << ",\"layout\":\"" << r.layout << "\",\"dtype\":\"" << dtype_name(r.dtype) << "\",\"ms\":" << json_number(r.seconds * 1e3)
+                << ",\"layout\":\"" << r.layout << "\",\"dtype\":\"" << dtype_name(r.dtype) << "\",\"count\":" << r.count
+                << ",\"accumulating\":" << r.accumulating << ",\"ms\":" << json_number(r.seconds * 1e3)
                 << ",\"gflops\":" << json_number(r.gflops());
       if (peak) std::cout << ",\"fraction_of_peak\":" << json_number(r.gflops() / peak_of(*peak, r.dtype));
       if (r.torch_seconds)

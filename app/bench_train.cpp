@@ -1,8 +1,8 @@
 // `cotan bench train`: training tokens/s of the tiny student's distillation step, the step of
-// `cotan distill` (train::train_step, the body of train::fit's loop): the frozen tiny teacher's
-// logits under no_grad, the student's forward and backward passes on the fused KD loss (fkl,
-// tau 1, kd_ratio 1), global-norm clipping at 1.0 and the AdamW update, f32 on the CPU, one fixed
-// random batch, constant lr.
+// `cotan distill` (train::train_step, the body of train::fit's loop; app/bench_step.hpp): the
+// frozen tiny teacher's logits under no_grad, the student's forward and backward passes on the
+// fused KD loss (fkl, tau 1, kd_ratio 1), global-norm clipping at 1.0 and the AdamW update, f32 on
+// the CPU, one fixed random batch, constant lr.
 //
 // With PyTorch (on by default when the reference's interpreter imports torch; see
 // app/torch_reference.hpp for which one), the same step is timed in PyTorch
@@ -45,6 +45,7 @@
 
 #include <unistd.h>
 
+#include "app/bench_step.hpp"
 #include "app/bench_util.hpp"
 #include "app/commands.hpp"
 #include "app/options.hpp"
@@ -65,9 +66,9 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-constexpr const char* kTeacher = "tiny-teacher";
-constexpr const char* kStudent = "tiny-student";
-constexpr double kLearningRate = 1e-3;  // the recipe's peak lr, held constant
+constexpr const char* kTeacher = BenchStep::kTeacher;
+constexpr const char* kStudent = BenchStep::kStudent;
+constexpr double kLearningRate = BenchStep::kLearningRate;
 // Eager steps of each OMP_WAIT_POLICY timed to choose between them (--torch-omp-wait auto).
 constexpr int kProbeSteps = 5;
 
@@ -160,7 +161,7 @@ int bench_train(const Args& args) {
   check(compute == DType::f32 || compute == DType::bf16, "bench train", "--dtype takes f32 or bf16, got ", compute);
   check(!(vm.count("torch") && compute != DType::f32), "bench train", "--torch compares with --dtype f32 only");
 
-  nn::ModelConfig teacher_config = nn::preset(kTeacher), student_config = nn::preset(kStudent);
+  nn::ModelConfig student_config = nn::preset(kStudent);
   try {
     student_config.attention.kind = nn::parse_attention_kind(vm["attention"].as<std::string>());
   } catch (const Error& e) {
@@ -177,27 +178,7 @@ int bench_train(const Args& args) {
   const std::string phi(nn::name_of(student_config.attention.phi));
 
   // The distillation step exactly as `cotan distill` runs it, on one fixed batch.
-  nn::CausalLM teacher(teacher_config), student(student_config);
-  Generator teacher_gen(1), student_gen(2), data_gen(3);
-  auto [teacher_params, teacher_state] = teacher.init(teacher_gen);
-  auto [params, state] = student.init(student_gen);
-  state.training = true;
-  const Tensor tokens = randint({batch, seq_len + 1}, 0, student_config.vocab_size, data_gen);
-  const train::Batch fixed{contiguous(slice(tokens, 1, 0, seq_len)), contiguous(slice(tokens, 1, 1, seq_len + 1)), {}};
-  train::TrainConfig config;
-  config.batch_size = batch;
-  config.seq_len = seq_len;
-  config.device = device;
-  config.compute_dtype = compute;
-  train::AdamW optimizer(config.adamw, student.param_specs());
-  // The weights and the batch are made on the CPU (the same bits on any device), then moved.
-  // The frozen teacher's stacked projections laid out as `cotan distill` lays them (nn::adjoin).
-  teacher_params = nn::adjoin(nn::cast(nn::to(teacher_params, device), compute), teacher.joint_weight_groups());
-  teacher_state = nn::cast(nn::to(teacher_state, device), compute);
-  params = nn::to(params, device);
-  state = nn::to(state, device);
-  const train::Batch batch_on_device = train::to(fixed, device);
-  const train::Teacher frozen{&teacher, &teacher_params, &teacher_state};
+  BenchStep step(student_config, batch, seq_len, device, compute);
 
   // PyTorch, from the same weights and batch (written before cotan's first step changes them).
   // One PyTorch process per OMP_WAIT_POLICY tried; after the probe only the faster is kept.
@@ -229,9 +210,9 @@ int bench_train(const Args& args) {
                               {}});
       weights_dir.emplace("cotan-bench-train");
       const fs::path dir = weights_dir->path;
-      save_safetensors((dir / "teacher.safetensors").string(), teacher_params);
-      save_safetensors((dir / "student.safetensors").string(), params);
-      save_safetensors((dir / "batch.safetensors").string(), {{"inputs", fixed.inputs}});
+      save_safetensors((dir / "teacher.safetensors").string(), step.teacher_params);
+      save_safetensors((dir / "student.safetensors").string(), step.params);
+      save_safetensors((dir / "batch.safetensors").string(), {{"inputs", step.batch.inputs}});
       Json weights = Json::object();
       weights["teacher"] = (dir / "teacher.safetensors").string();
       weights["student"] = (dir / "student.safetensors").string();
@@ -250,18 +231,12 @@ int bench_train(const Args& args) {
   }
 
   Side ours, theirs, compiled;
-  // As in train::fit, each step's teacher pass for the next step runs beside its student passes.
-  train::Lookahead ahead;
   auto run_cotan = [&](int n, bool timed) {
     for (int i = 0; i < n; ++i) {
       train::StepRecord record;
       const double cpu_start = process_cpu_seconds();
-      const double seconds = seconds_on(device, [&] {
-        record = train::train_step(student, params, state, optimizer, frozen, [&] { return batch_on_device; },
-                                   config, kLearningRate, &ahead, true);
-      });
+      const double seconds = seconds_on(device, [&] { record = step.run(); });
       const double cpu = process_cpu_seconds() - cpu_start;
-      check(std::isfinite(record.loss), "bench train", "cotan's loss is ", record.loss);
       ours.losses.push_back(record.loss);
       if (timed) {
         ours.seconds.push_back(seconds);
@@ -359,7 +334,7 @@ int bench_train(const Args& args) {
   };
   if (torch) compare(theirs);
   if (timing_compiled) compare(compiled);
-  const int64_t student_params = student.num_params(), teacher_params_count = teacher.num_params();
+  const int64_t student_params = step.student.num_params(), teacher_params_count = step.teacher.num_params();
 
   if (json) {
     std::cout << "{\"kind\":\"" << kind << "\"";

@@ -21,7 +21,7 @@ Modes:
       for cotan's benches: prints one JSON line, the header (below), or {"error"} when PyTorch
       cannot be imported; then answers each request line with one reply line:
         {"op": "matmul", "m", "n", "k", "dtype", "runs"[, "layout"]} -> {"seconds": [one time per
-          run]}, layout "nn" (the default), "nt" (b transposed) or "tn" (a transposed),
+          run]}, layout "nn" (the default), "nt" (b transposed), "tn" (a transposed) or "tt",
           keeping the operands of the last shape between requests;
         {"op": "attention", "impl": "composed" | "sdpa", "kind", "causal", "affine_n", "inputs",
           "runs"} -> {"seconds", "max_relative_difference"}: forward + backward of the attention
@@ -98,12 +98,12 @@ def openblas(library):
 
 def operands(torch, m, n, k, dtype, layout="nn"):
     """[m, k] and [k, n] operands; layout "nt": b the transpose of a row-major [n, k] (x W^T),
-    "tn": a the transpose of a row-major [k, m] (X^T G)."""
-    if layout not in ("nn", "nt", "tn"):
+    "tn": a the transpose of a row-major [k, m] (X^T G), "tt" both transposed."""
+    if layout not in ("nn", "nt", "tn", "tt"):
         raise ValueError(f"unknown layout {layout!r}")
     dt = getattr(torch, DTYPES[dtype])
-    a = torch.randn(k, m).to(dt).t() if layout == "tn" else torch.randn(m, k).to(dt)
-    b = torch.randn(n, k).to(dt).t() if layout == "nt" else torch.randn(k, n).to(dt)
+    a = torch.randn(k, m).to(dt).t() if layout[0] == "t" else torch.randn(m, k).to(dt)
+    b = torch.randn(n, k).to(dt).t() if layout[1] == "t" else torch.randn(k, n).to(dt)
     return a, b
 
 

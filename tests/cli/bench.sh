@@ -166,4 +166,85 @@ PY
   done
 }
 
+# bench matmul --step: the products of one bench train step, each with how often the step runs
+# it, and the step's totals over them, recomputed here from the per-product figures. A training
+# step runs all three kinds of product: x W^T forward (nt), dX = G W (nn) and dW = G^T X (tn).
+case_matmul_step() {
+  "$COTAN" bench matmul --step --repeat 1 --json > "$STDOUT" 2> "$STDERR" ||
+    fail "bench matmul --step failed: $(cat "$STDERR")"
+  python3 - "$STDOUT" <<'PY' || fail "$(cat "$STDOUT")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+s, results = r["step"], r["results"]
+flops = sum(x["count"] * 2 * x["m"] * x["n"] * x["k"] for x in results)
+ms = sum(x["count"] * x["ms"] for x in results)
+shapes = [(x["m"], x["n"], x["k"], x["layout"]) for x in results]
+checks = {
+    "step named": s["teacher"] == "tiny-teacher" and s["student"] == "tiny-student" and s["batch"] == 8,
+    "products counted": s["products"] == sum(x["count"] for x in results) and s["distinct"] == len(results),
+    "distinct shapes": len(set(shapes)) == len(shapes),
+    "counts": all(x["count"] >= 1 and 0 <= x["accumulating"] <= x["count"] for x in results),
+    "f32 only": all(x["dtype"] == "f32" for x in results),
+    "nt, nn and tn products": {"nt", "nn", "tn"} <= {x["layout"] for x in results},
+    "GFLOP": abs(s["gflop"] - flops / 1e9) <= 1e-6 * flops / 1e9,
+    "ms": abs(s["ms"] - ms) <= 1e-4 * ms,
+    "GFLOP/s": abs(s["gflops"] - flops / (ms * 1e-3) / 1e9) <= 1e-3 * s["gflops"],
+    "fraction of peak": abs(s["fraction_of_peak"] - s["gflops"] / r["fma_peak"]["gflops"]) <= 1e-3,
+    "no torch side": r["torch"] is None and "torch_ms" not in s,
+}
+failed = [name for name, ok in checks.items() if not ok]
+print("failed: " + ", ".join(failed) if failed else "ok")
+sys.exit(1 if failed else 0)
+PY
+  # The step chooses the products: --sizes, --layouts and --dtypes are refused by name.
+  for option in "--sizes 64" "--layouts nt" "--dtypes f64"; do
+    # shellcheck disable=SC2086
+    "$COTAN" bench matmul --step $option --repeat 1 > "$STDOUT" 2> "$STDERR" &&
+      fail "bench matmul --step $option succeeded"
+    grep -qx "cotan: \[bench\] --step times the step's own products; it takes no ${option%% *}" "$STDERR" ||
+      fail "bench matmul --step $option: $(cat "$STDERR")"
+  done
+}
+
+# bench/cpu-report.sh, cotan alone and tiny: every bench of every round and thread count leaves
+# its JSON, and the table's medians are those of the JSONs, recomputed here.
+case_cpu_report() {
+  script="$(dirname "$0")/../../bench/cpu-report.sh"
+  bash "$script" --cotan "$COTAN" --no-torch --rounds 3 --threads "2 1" --sizes 48,40x24x56 --train-steps 1 \
+    --attention-args "--seq-len 16 --batch-size 1 --heads 2 --dim 8" --out "$WORK/report" > "$STDOUT" 2> "$STDERR" ||
+    fail "cpu-report.sh failed: $(cat "$STDERR")"
+  python3 - "$WORK/report" "$STDOUT" <<'PY' || fail "$(cat "$STDOUT")"
+import json, pathlib, statistics, sys
+out, table = pathlib.Path(sys.argv[1]), open(sys.argv[2]).read()
+names = [f"{b}-t{t}-r{r}.json" for b in ("squares", "step", "train", "attention") for t in (1, 2) for r in (1, 2, 3)]
+missing = [n for n in names if not (out / n).is_file()]
+if missing:
+    sys.exit(f"missing: {missing}")
+rows = {}
+for line in table.splitlines():
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    if len(cells) == 5 and cells[0].isdigit():
+        rows[(int(cells[0]), cells[1])] = cells[2:]
+def values(bench, threads, get):
+    return [get(json.load(open(out / f"{bench}-t{threads}-r{r}.json"))) for r in (1, 2, 3)]
+for threads in (1, 2):
+    step = values("step", threads, lambda r: 100 * r["step"]["fraction_of_peak"])
+    label = next(k for k in rows if k[0] == threads and k[1].startswith("GEMM at the step's"))
+    expected = f"{statistics.median(step):.0f}% ({min(step):.0f}-{max(step):.0f})"
+    if rows[label][0] != expected:
+        sys.exit(f"{label}: {rows[label][0]} != {expected}")
+    tokens = values("train", threads, lambda r: r["cotan"]["tokens_per_s"])
+    got = rows[(threads, "bench train, tokens/s: eager PyTorch")]
+    if got != [f"{statistics.median(tokens):.0f} ({min(tokens):.0f}-{max(tokens):.0f})", "-", "-"]:
+        sys.exit(f"bench train row {got} for {tokens}")
+    if (threads, "GEMM 40x24x56 nn, % of peak") not in rows or (threads, "GEMM 48 nn, % of peak") not in rows:
+        sys.exit("no row for a size")
+if "reference: none (PyTorch not timed)" not in table or (out / "table.md").read_text() != table:
+    sys.exit("header or table.md")
+PY
+  bash "$script" --cotan "$COTAN" --rounds 0 > "$STDOUT" 2> "$STDERR" && fail "cpu-report.sh --rounds 0 succeeded"
+  grep -qx "\[cpu-report\] error: --rounds must be a positive number, got '0'" "$STDERR" ||
+    fail "cpu-report.sh --rounds 0: $(cat "$STDERR")"
+}
+
 run_case

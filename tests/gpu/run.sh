@@ -13,6 +13,9 @@
 # each under its own time limit; a step that would start after GPU_RUN_BUDGET seconds (default
 # 540) is skipped and none runs past that budget plus 120 s, so the table always comes out; it is
 # also kept up to date in $OUT/table.md after every step. GPU_ARCH (default 90) is the build's -Dgpu_arch.
+# The host's CPU is measured against the machine's PyTorch by bench/cpu-report.sh on its first
+# cores, GPU_CPU_ROUNDS rounds (default 1); GPU_RUN_ONLY=cpu skips the GPU steps and the test
+# suites, for a run that spends its time on that report.
 set -uo pipefail
 cd "$(dirname "$(readlink -f "$0")")/../.."
 OUT=${OUT:-build-gpu/out}
@@ -20,6 +23,9 @@ mkdir -p "$OUT"
 BUILD=${GPU_BUILD_DIR:-build-gpu}  # another build directory, for a rerun of the steps
 BUDGET=${GPU_RUN_BUDGET:-540}
 HARD=$((BUDGET + 120))
+ONLY=${GPU_RUN_ONLY:-all}
+[[ $ONLY == all || $ONLY == cpu ]] || { echo "GPU_RUN_ONLY is all or cpu, not '$ONLY'" >&2; exit 2; }
+ROUNDS=${GPU_CPU_ROUNDS:-1}
 export PATH="/usr/local/cuda/bin:$PATH"
 declare -a rows=()
 table() {
@@ -39,6 +45,11 @@ step() {  # step NAME LOG LIMIT COMMAND...: runs COMMAND for at most LIMIT secon
   if (( rc == 124 || rc == 137 )); then result="TIMEOUT"; elif (( rc != 0 )); then result="FAIL $rc"; fi
   row "$name" "$result" "$((SECONDS - start)) s, $log"
   return $rc
+}
+# A step that needs the GPU (or, below, the test suites): skipped with GPU_RUN_ONLY=cpu.
+gpu_step() {
+  if [[ $ONLY == cpu ]]; then row "$1" "SKIP" "GPU_RUN_ONLY=cpu"; return 0; fi
+  step "$@"
 }
 {
   echo "date: $(date -u)"
@@ -98,12 +109,12 @@ cotan="$BUILD/cotan"
 step "cotan info" info.log 30 "$cotan" info
 # Whether this machine's compiler kept the CPU GEMM micro-kernels' accumulators in registers.
 step "cpu: GEMM accumulators in registers" gemm_registers.log 60 sh tests/tensor/gemm_registers.sh "$BUILD/libcotan.a"
-step "gradcheck --device cuda" gradcheck_cuda.log 120 "$cotan" gradcheck --device cuda
+gpu_step "gradcheck --device cuda" gradcheck_cuda.log 120 "$cotan" gradcheck --device cuda
 
 # ---- training on the GPU: the quick study, and its teacher's losses against the CPU's ----
-step "distill --quick --device cuda" distill_cuda.log 180 "$cotan" distill --quick --device cuda \
+gpu_step "distill --quick --device cuda" distill_cuda.log 180 "$cotan" distill --quick --device cuda \
   "${data[@]}" --run-dir "$OUT/distill-cuda" --cache-dir "$OUT/cache-cuda"
-step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log 120 bash -c '
+gpu_step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log 120 bash -c '
   set -e
   "$0" pretrain --steps 20 --eval-every 0 "${@:2}" --run-dir "$1/pre-cpu" >/dev/null
   "$0" pretrain --steps 20 --eval-every 0 "${@:2}" --device cuda --run-dir "$1/pre-cuda" >/dev/null
@@ -113,7 +124,7 @@ step "pretrain 20 steps, cuda vs cpu" pretrain_compare.log 120 bash -c '
   "$cotan" "$OUT" "${data[@]}"
 
 # ---- decoding on the GPU: the cached attention kernel, greedy text equal to the CPU's ----
-step "generate greedy, cuda vs cpu" generate_compare.log 120 bash -c '
+gpu_step "generate greedy, cuda vs cpu" generate_compare.log 120 bash -c '
   set -e
   n=0
   for m in $(find "$1/distill-cuda" -type d -name model | sort); do
@@ -127,40 +138,35 @@ step "generate greedy, cuda vs cpu" generate_compare.log 120 bash -c '
 
 # ---- benchmarks ----
 for b in matmul attention kd-loss train; do
-  step "bench $b --device cuda" "bench_$b.json" 120 "$cotan" bench "$b" --device cuda --json
+  gpu_step "bench $b --device cuda" "bench_$b.json" 120 "$cotan" bench "$b" --device cuda --json
 done
-step "bench matmul --device cuda --tf32" bench_matmul_tf32.json 120 "$cotan" bench matmul --device cuda --tf32 \
+gpu_step "bench matmul --device cuda --tf32" bench_matmul_tf32.json 120 "$cotan" bench matmul --device cuda --tf32 \
   --dtypes f32 --json
 # The tensor-core attention kernels (bf16, d = 64 and 128) against the composed attention on the
 # GPU: output and gradients within 2e-2 relative (bf16).
 for d in 64 128; do
-  step "attention bf16 d=$d: mma vs composed" "attention_bf16_d$d.log" 120 bash -c '
+  gpu_step "attention bf16 d=$d: mma vs composed" "attention_bf16_d$d.log" 120 bash -c '
     set -e
     "$0" bench attention --device cuda --dtype bf16 --dim "$1" --repeat 3 --json > "$2"
     python3 -c "import json, sys; r = json.load(open(sys.argv[1])); d = r[\"max_relative_difference\"]; print(d); sys.exit(0 if d and max(d.values()) < 2e-2 else 1)" "$2"' \
     "$cotan" "$d" "$OUT/bench_attention_bf16_d$d.json"
 done
 
-# ---- the host's CPU against the machine's PyTorch, on two cores (when its python3 has torch) ----
-# The CPU side of the engine on the GPU host's processor: the training step and the GEMM on two
-# pinned cores, as `cotan bench` times them against PyTorch elsewhere (torch.compile's first
-# step can take minutes).
+# ---- the host's CPU against the machine's PyTorch, on its first cores (when its python3 has torch) ----
+# bench/cpu-report.sh: the f32 GEMM at squares and at a training step's products, the KD step
+# against eager PyTorch and torch.compile, attention against SDPA, on 2 and 1 threads pinned to
+# CPUs 0-1 and 0 (torch.compile's first step can take minutes); its table is printed last.
 py=$(command -v python3)
-pin=()
-command -v taskset >/dev/null && pin=(taskset -c 0,1)
 if [[ -n $py ]] && "$py" -c "import torch" 2>/dev/null; then
-  step "cpu: bench train --torch, 2 cores" bench_cpu_train.json 240 "${pin[@]}" "$cotan" bench train --torch \
-    --threads 2 --torch-python "$py" --json
-  step "cpu: bench matmul --torch, 2 cores" bench_cpu_matmul.json 120 "${pin[@]}" "$cotan" bench matmul --torch \
-    --threads 2 --sizes 512,256x257x192,1024x192x512 --layouts nn,nt --dtypes f32 --torch-python "$py" --json
+  step "cpu: bench/cpu-report.sh, $ROUNDS round(s)" cpu_report.log 600 bench/cpu-report.sh --pin \
+    --rounds "$ROUNDS" --threads "2 1" --cotan "$cotan" --torch-python "$py" --out "$OUT/cpu-report"
+else
+  row "cpu: bench/cpu-report.sh" "SKIP" "no python3 that imports torch"
 fi
-# The same products with the blocking of a 1 MiB L2 (KC and MC halved or less).
-step "cpu: bench matmul, blocking of 1M L2" bench_cpu_matmul_1m.json 120 env COTAN_GEMM_CACHE_SIZES=1M,32M \
-  "${pin[@]}" "$cotan" bench matmul --threads 2 --sizes 512,256x257x192,1024x192x512 --layouts nn,nt --dtypes f32 --json
 
 # ---- the test programs and the CPU and emulator suites, as CI runs them ----
-step "build tests" build_tests.log 300 ninja -C "$BUILD"
-step "emulator + CPU suites (meson test)" meson_test.log 240 meson test -C "$BUILD" --no-rebuild \
+gpu_step "build tests" build_tests.log 300 ninja -C "$BUILD"
+gpu_step "emulator + CPU suites (meson test)" meson_test.log 240 meson test -C "$BUILD" --no-rebuild \
   --num-processes "$(nproc)"
 
 # ---- the table, last ----
@@ -170,3 +176,7 @@ table
 for f in "$OUT"/bench_*.json; do
   [[ -s $f ]] && { printf '\n%s: ' "$(basename "$f")"; head -c 600 "$f"; echo; }
 done
+if [[ -s $OUT/cpu-report/table.md ]]; then
+  printf "\nthe host's CPU (bench/cpu-report.sh):\n"
+  cat "$OUT/cpu-report/table.md"
+fi
