@@ -30,6 +30,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "app/bench_peak.hpp"
@@ -117,7 +118,7 @@ struct Case {
 
 // The products of one `cotan bench train` step on `device` (the tiny affine student, batch 8 x
 // 128, f32), recorded on the step after a first one (which also runs the teacher's pass for the
-// micro-batch it starts with), grouped by shape, layout and dtype in the order they first ran.
+// micro-batch it starts with), grouped by shape, layout and dtype.
 std::vector<Case> step_products(Device device) {
   BenchStep step(nn::preset(BenchStep::kStudent), 8, 128, device, DType::f32);
   step.run();
@@ -142,6 +143,14 @@ std::vector<Case> step_products(Device device) {
     if (p.accumulate) ++found->accumulating;
   }
   if (cases.empty()) fail("bench", "--step: the step ran no matrix product");
+  // In a fixed order (with two threads the teacher's products interleave with the student's):
+  // layers' forward products (nt), then their input gradients (nn), weight gradients (tn).
+  auto rank = [](const Case& c) {
+    const std::string order[] = {"nt", "nn", "tn", "tt"};
+    return std::tuple(std::find(std::begin(order), std::end(order), c.layout) - std::begin(order), c.size.m,
+                      c.size.n, c.size.k, c.dtype);
+  };
+  std::sort(cases.begin(), cases.end(), [&](const Case& x, const Case& y) { return rank(x) < rank(y); });
   return cases;
 }
 

@@ -15,7 +15,7 @@
 #
 # --pin runs a bench of N threads on CPUs 0..N-1 (taskset), for a machine with more cores than
 # the bench uses. --no-torch times cotan alone. PyTorch comes from where the benches look for it
-# (README; bench/setup-reference.sh makes it). A run of the defaults takes about 10 minutes on
+# (README; bench/setup-reference.sh makes it). A run of the defaults takes about 12 minutes on
 # 2 cores.
 set -euo pipefail
 

@@ -83,8 +83,10 @@ def rows_for(runs, threads):
                      percent([t.get("fraction_of_peak") for t in totals]),
                      percent([t.get("torch_fraction_of_peak") for t in totals]),
                      spread([t.get("ratio") for t in totals], ".2f")))
-        worst = [min(x["fraction_of_peak"] for x in r["results"]) for r in step if r.get("fma_peak")]
-        rows.append(("GEMM, the step's slowest product, % of peak", percent(worst), "", ""))
+        def slowest(r, key):
+            return min((x[key] for x in r["results"] if key in x), default=None) if r.get("fma_peak") else None
+        rows.append(("GEMM, the step's slowest product, % of peak", percent([slowest(r, "fraction_of_peak") for r in step]),
+                     percent([slowest(r, "torch_fraction_of_peak") for r in step]), ""))
     train = runs.get(("train", threads), [])
     if train:
         torch = [r["torch"] or {} for r in train]
@@ -122,7 +124,8 @@ def main():
     everything = [data for value in runs.values() for data in value]
     host = everything[0]["host"]
     loads = [data["host"]["load_average"][0] for data in everything]
-    rounds = max(len(value) for value in runs.values())
+    counts = sorted({len(value) for value in runs.values()}, reverse=True)
+    rounds = " or ".join(str(n) for n in counts)
     print(f"CPU: {host['cpu']}; GEMM kernel {host['gemm']['kernel']}; 1-minute load {min(loads):.2f}-{max(loads):.2f} "
           f"over the runs; median of {rounds} round(s) (min-max)")
     print(f"reference: {torch_name(everything) or 'none (PyTorch not timed)'}")

@@ -92,8 +92,12 @@ data=()
 if [[ ! -d /usr/share/games/fortunes && -d /tmp/cotan-sysroot/usr/share/games/fortunes ]]; then
   data=(--data /tmp/cotan-sysroot/usr/share/games/fortunes)
 fi
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
-gpu=$(head -1 "$OUT/gpu.txt")
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpu.txt" 2>&1
+  gpu=$(head -1 "$OUT/gpu.txt")
+else
+  gpu="none found (no nvidia-smi)"
+fi
 
 # ---- build cotan for this GPU; the test programs are built last, with the CPU suites ----
 if [[ ! -f $BUILD/build.ninja ]]; then
@@ -155,10 +159,11 @@ done
 # ---- the host's CPU against the machine's PyTorch, on its first cores (when its python3 has torch) ----
 # bench/cpu-report.sh: the f32 GEMM at squares and at a training step's products, the KD step
 # against eager PyTorch and torch.compile, attention against SDPA, on 2 and 1 threads pinned to
-# CPUs 0-1 and 0 (torch.compile's first step can take minutes); its table is printed last.
+# CPUs 0-1 and 0 (torch.compile's first step can take minutes); its table is printed last. A
+# round took 4 minutes on a 2-core Zen 3.
 py=$(command -v python3)
 if [[ -n $py ]] && "$py" -c "import torch" 2>/dev/null; then
-  step "cpu: bench/cpu-report.sh, $ROUNDS round(s)" cpu_report.log 600 bench/cpu-report.sh --pin \
+  step "cpu: bench/cpu-report.sh, $ROUNDS round(s)" cpu_report.log $((420 * ROUNDS)) bench/cpu-report.sh --pin \
     --rounds "$ROUNDS" --threads "2 1" --cotan "$cotan" --torch-python "$py" --out "$OUT/cpu-report"
 else
   row "cpu: bench/cpu-report.sh" "SKIP" "no python3 that imports torch"
