@@ -116,11 +116,13 @@ struct Case {
   int64_t count = 1, accumulating = 0;
 };
 
-// The products of one `cotan bench train` step on `device` (the tiny affine student, batch 8 x
-// 128, f32), recorded on the step after a first one (which also runs the teacher's pass for the
-// micro-batch it starts with), grouped by shape, layout and dtype.
+// The products of one `cotan bench train` step on `device` with that bench's defaults (the tiny
+// affine student, batch 8 x 128, f32), recorded on the step after a first one (which also runs the
+// teacher's pass for the micro-batch it starts with), grouped by shape, layout and dtype.
 std::vector<Case> step_products(Device device) {
-  BenchStep step(nn::preset(BenchStep::kStudent), 8, 128, device, DType::f32);
+  nn::ModelConfig student = nn::preset(BenchStep::kStudent);
+  student.attention.kind = BenchStep::kAttention;
+  BenchStep step(student, BenchStep::kBatchSize, BenchStep::kSeqLen, device, DType::f32);
   step.run();
   std::vector<ProductShape> products;
   {
@@ -172,6 +174,7 @@ struct Result {
 // --step: the step's products together, each weighted by its count: their FLOPs, and the
 // seconds they take on each side (a side that timed not every product has none).
 struct StepTotal {
+  int64_t products = 0;  // the counts summed
   double flops = 0, seconds = 0;
   std::optional<double> torch_seconds, blis_seconds;
   double gflops() const { return flops / seconds / 1e9; }
@@ -182,6 +185,7 @@ StepTotal step_total(const std::vector<Result>& results) {
   double torch_seconds = 0, blis_seconds = 0;
   for (const Result& r : results) {
     const double count = double(r.count);
+    total.products += r.count;
     total.flops += count * r.flops();
     total.seconds += count * r.seconds;
     torch = torch && r.torch_seconds;
@@ -351,10 +355,12 @@ int bench_matmul(const Args& args) {
       std::printf("%s; taking turns with cotan as PyTorch does; b.ratio: cotan GFLOP/s over BLIS's\n",
                   blis->describe().c_str());
     if (step)
-      std::printf("the products of one step of `cotan bench train` (%s -> %s, attention affine, batch 8 x 128, "
+      std::printf("the products of one step of `cotan bench train` (%s -> %s, attention %s, batch %lld x %lld, "
                   "f32), recorded after a first step: %zu distinct; count: how often the step runs each (+N: N of "
                   "them add into their output, timed as plain products)\n",
-                  BenchStep::kTeacher, BenchStep::kStudent, cases.size());
+                  BenchStep::kTeacher, BenchStep::kStudent, std::string(nn::name_of(BenchStep::kAttention)).c_str(),
+                  static_cast<long long>(BenchStep::kBatchSize), static_cast<long long>(BenchStep::kSeqLen),
+                  cases.size());
     std::printf("%6s %6s %6s  %-6s %-5s", "m", "n", "k", "layout", "dtype");
     if (step) std::printf(" %7s", "count");
     std::printf(" %10s %9s", "ms", "GFLOP/s");
@@ -456,8 +462,6 @@ int bench_matmul(const Args& args) {
   }
   const StepTotal total = step ? step_total(results) : StepTotal{};
   if (!json && step) {
-    int64_t count = 0;
-    for (const Result& r : results) count += r.count;
     // The step's products are f32 (BenchStep), so the f32 peak is theirs.
     auto line = [&](const char* who, double seconds) {
       const double gflops = total.flops / seconds / 1e9;
@@ -466,7 +470,7 @@ int bench_matmul(const Args& args) {
       std::printf("\n");
     };
     std::printf("\nthe step's %lld products (%.3f GFLOP), each timed alone, weighted by its count:\n",
-                static_cast<long long>(count), total.flops / 1e9);
+                static_cast<long long>(total.products), total.flops / 1e9);
     line("cotan", total.seconds);
     if (total.torch_seconds) line("PyTorch", *total.torch_seconds);
     if (total.blis_seconds) line("BLIS", *total.blis_seconds);
@@ -487,10 +491,9 @@ int bench_matmul(const Args& args) {
     std::cout << "," << (torch ? torch->json_field() : "\"torch\":null");
     std::cout << "," << (blis ? blis->json_field() : "\"blis\":null");
     if (step) {
-      int64_t count = 0;
-      for (const Result& r : results) count += r.count;
       std::cout << ",\"step\":{\"teacher\":\"" << BenchStep::kTeacher << "\",\"student\":\"" << BenchStep::kStudent
-                << "\",\"attention\":\"affine\",\"batch\":8,\"seq_len\":128,\"products\":" << count
+                << "\",\"attention\":\"" << nn::name_of(BenchStep::kAttention) << "\",\"batch\":" << BenchStep::kBatchSize
+                << ",\"seq_len\":" << BenchStep::kSeqLen << ",\"products\":" << total.products
                 << ",\"distinct\":" << results.size() << ",\"gflop\":" << json_number(total.flops / 1e9)
                 << ",\"ms\":" << json_number(total.seconds * 1e3) << ",\"gflops\":" << json_number(total.gflops());
       if (peak) std::cout << ",\"fraction_of_peak\":" << json_number(total.gflops() / peak->gflops);

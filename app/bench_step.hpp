@@ -16,6 +16,9 @@ struct BenchStep {
   static constexpr const char* kTeacher = "tiny-teacher";
   static constexpr const char* kStudent = "tiny-student";
   static constexpr double kLearningRate = 1e-3;  // the recipe's peak lr, held constant
+  // `bench train`'s defaults, the step `bench matmul --step` records.
+  static constexpr int64_t kBatchSize = 8, kSeqLen = 128;
+  static constexpr nn::AttentionKind kAttention = nn::AttentionKind::affine;
 
   // The teacher is the kTeacher preset, the student `student_config` (kStudent's preset with the
   // attention options of the bench); both made from fixed seeds, so every bench starts from the

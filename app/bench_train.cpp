@@ -111,15 +111,16 @@ int bench_train(const Args& args) {
   options.add_options()
       ("help,h", "this message")
       ("json", "print one JSON object instead of a table")
-      ("batch-size", po::value<int64_t>()->default_value(8), "sequences per step")
-      ("seq-len", po::value<int64_t>()->default_value(128), "tokens per sequence")
+      ("batch-size", po::value<int64_t>()->default_value(BenchStep::kBatchSize), "sequences per step")
+      ("seq-len", po::value<int64_t>()->default_value(BenchStep::kSeqLen), "tokens per sequence")
       ("steps", po::value<int>()->default_value(10), "timed steps of each side (the median is reported)")
       ("warmup", po::value<int>()->default_value(2), "untimed steps of each side first")
       ("block", po::value<int>()->default_value(1), "timed steps per turn when cotan and PyTorch alternate")
       ("turn-warmup", po::value<int>()->default_value(1),
        "untimed steps at the start of each turn, so that timed steps run back to back (0: time each turn's "
        "first step, a cold start after the other side's turn)")
-      ("attention", po::value<std::string>()->default_value("affine"), kind_help.c_str())
+      ("attention", po::value<std::string>()->default_value(std::string(nn::name_of(BenchStep::kAttention))),
+       kind_help.c_str())
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (PyTorch: CPU only)")
       ("dtype", po::value<std::string>()->default_value("f32"), "compute dtype: f32 or bf16 (f32 master weights)")
       ("torch", "also time PyTorch (the default when it is installed); fail when it is not")

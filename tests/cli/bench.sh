@@ -186,6 +186,10 @@ checks = {
     "counts": all(x["count"] >= 1 and 0 <= x["accumulating"] <= x["count"] for x in results),
     "f32 only": all(x["dtype"] == "f32" for x in results),
     "nt, nn and tn products": {"nt", "nn", "tn"} <= {x["layout"] for x in results},
+    # The affine student (hidden 128, 4 query heads and 2 kv heads of 32) projects q, k, v and
+    # each query head's alpha in one product: 128 + 2 * 64 + 4 columns.
+    "the affine student's joint projection": any(x["n"] == 260 and x["layout"] == "nt" for x in results),
+    "affine": s["attention"] == "affine" and s["seq_len"] == 128,
     "GFLOP": abs(s["gflop"] - flops / 1e9) <= 1e-6 * flops / 1e9,
     "ms": abs(s["ms"] - ms) <= 1e-4 * ms,
     "GFLOP/s": abs(s["gflops"] - flops / (ms * 1e-3) / 1e9) <= 1e-3 * s["gflops"],
