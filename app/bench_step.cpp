@@ -1,6 +1,7 @@
 #include "app/bench_step.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include "tensor/error.hpp"
 #include "tensor/ops.hpp"

@@ -32,21 +32,20 @@ def load(directory):
     return {key: [data for _, data in sorted(value, key=lambda r: r[0])] for key, value in runs.items()}
 
 
-def spread(values, form):
-    """'median (min-max)' of the values in the format `form` (".2f"), or the value alone when
-    there is one; '-' for none."""
+def spread(values, form, unit=""):
+    """'median<unit> (min-max)' of the values in the format `form` (".2f"), or the median alone
+    when there is one value; '-' for none."""
     values = [v for v in values if v is not None]
     if not values:
         return "-"
-    text = f"{statistics.median(values):{form}}"
+    text = f"{statistics.median(values):{form}}{unit}"
     if len(values) > 1:
         text += f" ({min(values):{form}}-{max(values):{form}})"
     return text
 
 
-def percent(values):
-    text = spread([None if v is None else 100 * v for v in values], ".0f")
-    return text if text == "-" else text.replace(" (", "% (") + ("" if "(" in text else "%")
+def percent(fractions):
+    return spread([None if v is None else 100 * v for v in fractions], ".0f", "%")
 
 
 def torch_name(runs):
@@ -84,7 +83,7 @@ def rows_for(runs, threads):
                      percent([t.get("torch_fraction_of_peak") for t in totals]),
                      spread([t.get("ratio") for t in totals], ".2f")))
         def slowest(r, key):
-            return min((x[key] for x in r["results"] if key in x), default=None) if r.get("fma_peak") else None
+            return min((x[key] for x in r["results"] if key in x), default=None)
         rows.append(("GEMM, the step's slowest product, % of peak", percent([slowest(r, "fraction_of_peak") for r in step]),
                      percent([slowest(r, "torch_fraction_of_peak") for r in step]), ""))
     train = runs.get(("train", threads), [])

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The check on a real GPU: builds cotan with CUDA for sm_90, runs every CUDA kernel against the
 # CPU backend on the same inputs, trains and decodes on the GPU against the CPU, runs the CUDA
-# benchmarks and the CPU ones against the machine's PyTorch, and prints a short table last. Run from anywhere on a machine with an NVIDIA GPU
-# and nvcc:
+# benchmarks and the CPU ones against the machine's PyTorch, and prints a short table last. Run
+# from anywhere on a machine with an NVIDIA GPU and nvcc:
 #
 #   tests/gpu/run.sh            # logs and JSON into $OUT (or build-gpu/out)
 #
@@ -12,7 +12,8 @@
 # PKG_CONFIG_PATH, CPATH and the library paths. Every step runs even when an earlier one failed,
 # each under its own time limit; a step that would start after GPU_RUN_BUDGET seconds (default
 # 540) is skipped and none runs past that budget plus 120 s, so the table always comes out; it is
-# also kept up to date in $OUT/table.md after every step. GPU_ARCH (default 90) is the build's -Dgpu_arch.
+# also kept up to date in $OUT/table.md after every step. GPU_ARCH (default 90) is the build's
+# -Dgpu_arch.
 # The host's CPU is measured against the machine's PyTorch by bench/cpu-report.sh on its first
 # cores, GPU_CPU_ROUNDS rounds (default 1); GPU_RUN_ONLY=cpu skips the GPU steps and the test
 # suites, for a run that spends its time on that report.
