@@ -76,7 +76,14 @@ std::string gib(size_t bytes) {
   return buf;
 }
 
-// The CPU GEMM's kernel and blocking: "avx512 14x32 (f32), KC 512, MC 252; L2 1 MiB (sysfs), L3 32 MiB (sysfs)".
+// How the CPU GEMM multiplies bf16, and the choice COTAN_GEMM_BF16 offers where the build has one.
+std::string bf16_phrase(const cpu::GemmInfo& g) {
+  if (g.bf16 != "f32") return ", bf16 on " + g.bf16;
+  return g.bf16_kernels == "f32" ? ", bf16 widened to f32" : ", bf16 widened to f32 (COTAN_GEMM_BF16=avx512_bf16: vdpbf16ps)";
+}
+
+// The CPU GEMM's kernel and blocking: "avx512 14x32 (f32), KC 512, MC 252, bf16 widened to f32; L2 1 MiB
+// (sysfs), L3 32 MiB (sysfs)" (or "bf16 on avx512_bf16").
 std::string gemm_line() {
   const cpu::GemmInfo g = cpu::gemm_info();
   if (g.kernel == "eigen") return "Eigen (no AVX2+FMA or AVX-512 at compile time)";
@@ -86,7 +93,7 @@ std::string gemm_line() {
     return std::string(buf);
   };
   return g.kernel + " " + std::to_string(g.mr) + "x" + std::to_string(g.nr_f32) + " (f32), KC " +
-         std::to_string(g.kc_f32) + ", MC " + std::to_string(g.mc_f32) + "; L2 " + mib(g.l2_bytes) + " (" +
+         std::to_string(g.kc_f32) + ", MC " + std::to_string(g.mc_f32) + bf16_phrase(g) + "; L2 " + mib(g.l2_bytes) + " (" +
          g.l2_source + "), L3 " + mib(g.l3_bytes) + " (" + g.l3_source + ")";
 }
 
@@ -109,6 +116,8 @@ int cmd_info(const Args& args) {
   const std::vector<CudaDevice> devices = cuda_devices();
   const std::string status = cuda_status();
   const bool emulator = cuda_emulator_requested();
+  // Before anything is printed: a bad COTAN_GEMM_* variable is then the only line.
+  const std::string gemm = vm.count("json") ? gemm_json() : gemm_line();
 
   if (vm.count("json")) {
     std::cout << "{\"version\": " << json_string(COTAN_VERSION)
@@ -117,7 +126,7 @@ int cmd_info(const Args& args) {
               << ", \"compiler\": " << json_string(compiler())
               << ", \"cuda_compiled_in\": " << (cuda_compiled_in() ? "true" : "false")
               << ", \"cpu_threads\": " << threads << ", \"threads\": " << used
-              << ", \"cpu_gemm\": " << gemm_json()
+              << ", \"cpu_gemm\": " << gemm
               << ", \"eigen\": " << json_string(eigen_version())
               << ", \"tbb\": " << json_string(tbb_version())
               << ", \"cuda_status\": " << json_string(status)
@@ -138,7 +147,7 @@ int cmd_info(const Args& args) {
             << ", " << compiler() << "\n"
             << "  cuda         " << (cuda_compiled_in() ? "compiled in" : "not compiled in") << "\n"
             << "  cpu threads  " << threads << " (" << used << " used; --threads N bounds them)\n"
-            << "  cpu gemm     " << gemm_line() << "\n"
+            << "  cpu gemm     " << gemm << "\n"
             << "  eigen        " << eigen_version() << "\n"
             << "  tbb          " << tbb_version() << "\n"
             << "  devices      cpu";

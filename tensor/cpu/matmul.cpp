@@ -9,7 +9,9 @@
 //     reads it in place too; a register-blocked MR x NR
 //     micro-kernel runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2:
 //     6 x 16, 6 x 8).
-//     Packing reads any strides and converts bf16 to f32, so no operand is ever copied whole;
+//     Packing reads any strides and converts bf16 to f32 (or, with AVX512_BF16 and
+//     COTAN_GEMM_BF16=avx512_bf16, packs it in pairs along K for a vdpbf16ps micro-kernel, see
+//     Simd<Bf16Pairs>), so no operand is ever copied whole;
 //     an operand whose packed lines are contiguous in memory (A row-major, B transposed, as in
 //     x W^T) is packed through register transposes (16 x 16 zmm, 8 x 8 ymm).
 //     On Zen 4 (one zmm FMA a cycle) it reaches 80-90% of the FMA peak at 512-4096 squares and
@@ -148,6 +150,32 @@ class ComputeOutput {
   T* data_;
 };
 
+// Whether bf16 products run on the Bf16Pairs kernel (gemm_info().bf16 "avx512_bf16") instead of
+// being widened to f32 as they are packed ("f32", the default): COTAN_GEMM_BF16, read once per
+// process. Opt-in, for measuring: on the 2-core AVX-512 Xeon measured so far, vdpbf16ps retired
+// half as many multiply-adds a second as the f32 FMA (docs/architecture.md). The two give
+// different bits (another order of the sum, bf16 subnormals read as zero).
+constexpr const char* kBf16Variable = "COTAN_GEMM_BF16";
+#ifdef __AVX512BF16__
+constexpr const char* kBf16Kernels = "f32,avx512_bf16";
+#else
+constexpr const char* kBf16Kernels = "f32";
+#endif
+bool bf16_pairs() {
+  static const bool pairs = [] {
+    const char* value = std::getenv(kBf16Variable);
+    const std::string text = value ? value : "";
+    if (text.empty() || text == "f32") return false;
+    if (text != "avx512_bf16") fail("matmul", kBf16Variable, "=\"", text, "\": expected f32 or avx512_bf16");
+#ifndef __AVX512BF16__
+    fail("matmul", kBf16Variable, "=avx512_bf16: this build has no AVX512_BF16 kernel (it was compiled for a CPU "
+           "without AVX512_BF16)");
+#endif
+    return true;
+  }();
+  return pairs;
+}
+
 #ifdef COTAN_PACKED_GEMM
 
 // ---- packed GEMM (AVX-512, or AVX2 + FMA) ----
@@ -156,6 +184,14 @@ class ComputeOutput {
 // touch only the first n lanes (0 <= n <= kWidth), for the ragged right edge of C and of an
 // unpacked B.
 template <class T> struct Simd;
+// The micro-kernel type of bf16 products on AVX512_BF16: packed pairs of bf16, summed into f32.
+struct Bf16Pairs {};
+// What a micro-kernel of type T reads from its packed panels and writes to C: T itself, except
+// for Bf16Pairs (pairs of bf16 as 32-bit integers, and f32).
+template <class T> struct KernelTypes { using Packed = T; using Out = T; };
+template <> struct KernelTypes<Bf16Pairs> { using Packed = uint32_t; using Out = float; };
+template <class T> using Packed = typename KernelTypes<T>::Packed;
+template <class T> using Out = typename KernelTypes<T>::Out;
 #ifdef __AVX512F__
 template <> struct Simd<float> {
   using V = __m512;
@@ -188,6 +224,31 @@ template <> struct Simd<double> {
   static V fma(V a, V b, V c) { return _mm512_fmadd_pd(a, b, c); }
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
 };
+#ifdef __AVX512BF16__
+// bf16 operands on AVX512_BF16's dot-product instruction (vdpbf16ps): each 32-bit lane of an
+// operand holds a pair of bf16 along K (element 2p in the low half, 2p + 1 in the high half),
+// and one instruction adds both pairs' products to an f32 accumulator: the high (odd) one first,
+// then the low one, each an FMA rounded to nearest even, with bf16 subnormals read as zero and
+// subnormal results flushed to zero. A bf16 product is exact in f32, so the sum is the same FMA
+// chain as the widened f32 kernel's, taken in the order 1, 0, 3, 2, 5, 4, ... of K. The panels
+// are carried bit for bit (pairs of bf16 as 32-bit integers); C is f32.
+template <> struct Simd<Bf16Pairs> {
+  using V = __m512;
+  static constexpr int64_t kWidth = 16;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const uint32_t* p) { return _mm512_castsi512_ps(_mm512_loadu_si512(p)); }
+  static V load_first(const uint32_t* p, int64_t n) {
+    return _mm512_castsi512_ps(_mm512_maskz_loadu_epi32(__mmask16((1u << n) - 1), p));
+  }
+  static V broadcast(const uint32_t* p) { return _mm512_castsi512_ps(_mm512_set1_epi32(int(*p))); }
+  static V fma(V a, V b, V c) { return _mm512_dpbf16_ps(c, (__m512bh)a, (__m512bh)b); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V load_first(const float* p, int64_t n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
+  static void store_first(float* p, V v, int64_t n) { _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+};
+#endif
 // 14 rows of two registers: 28 accumulators, 2 loads of B and 14 broadcasts of A per 28 FMAs,
 // in the 32 zmm registers.
 constexpr int64_t kMR = 14;
@@ -274,10 +335,12 @@ template <int64_t N, class F>
 #else
 #define COTAN_MICRO_KERNEL_FLATTEN
 #endif
+// With T = Bf16Pairs, kc counts pairs of K.
 template <class T, int64_t R, bool kRowsA = false>
-[[gnu::noinline]] COTAN_MICRO_KERNEL_FLATTEN void micro_kernel(int64_t kc, const T* __restrict a,
-                                                               const T* __restrict b, int64_t ldb, T* c, int64_t ldc,
-                                                               int64_t rows, int64_t cols, bool first, int64_t lda = 0) {
+[[gnu::noinline]] COTAN_MICRO_KERNEL_FLATTEN void micro_kernel(int64_t kc, const Packed<T>* __restrict a,
+                                                               const Packed<T>* __restrict b, int64_t ldb, Out<T>* c,
+                                                               int64_t ldc, int64_t rows, int64_t cols, bool first,
+                                                               int64_t lda = 0) {
   using S = Simd<T>;
   using V = typename S::V;
   constexpr int64_t W = S::kWidth, NR = kNR<T>;
@@ -301,7 +364,7 @@ template <class T, int64_t R, bool kRowsA = false>
     }
   };
   if (ldb == NR) {  // packed B: kc rows of NR, one after the other
-    sum([&](const T* p, int64_t j) {
+    sum([&](const Packed<T>* p, int64_t j) {
       if constexpr (kPrefetchSteps > 0) {
         _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchSteps * NR + j * W), _MM_HINT_T0);
         if (!kRowsA && j == 0) _mm_prefetch(reinterpret_cast<const char*>(a + kPrefetchSteps * kMR), _MM_HINT_T0);
@@ -309,17 +372,17 @@ template <class T, int64_t R, bool kRowsA = false>
       return S::load(p + j * W);
     });
   } else if (cols == NR) {  // B unpacked: its rows are ldb apart, in as many pages; fetch the next panel's
-    sum([](const T* p, int64_t j) {
+    sum([](const Packed<T>* p, int64_t j) {
       _mm_prefetch(reinterpret_cast<const char*>(p + NR + j * W), _MM_HINT_T0);
       return S::load(p + j * W);
     });
   } else {
-    sum([&](const T* p, int64_t j) { return S::load_first(p + j * W, std::clamp<int64_t>(cols - j * W, 0, W)); });
+    sum([&](const Packed<T>* p, int64_t j) { return S::load_first(p + j * W, std::clamp<int64_t>(cols - j * W, 0, W)); });
   }
 
   unroll<R>([&](auto i) {
     if (i >= rows) return;
-    T* ci = c + i * ldc;
+    Out<T>* ci = c + i * ldc;
     unroll<2>([&](auto j) {
       const int64_t lanes = std::min(W, cols - j * W);
       if (lanes == W) S::store(ci + j * W, first ? acc[i][j] : S::add(S::load(ci + j * W), acc[i][j]));
@@ -424,8 +487,8 @@ void micro_kernel_in_place_a(int64_t kc, const T* a, int64_t lda, const T* b, in
 
 // The micro-kernel for a panel of `rows` <= kMR rows: the smallest R that holds them.
 template <class T>
-void micro_kernel_rows(int64_t kc, const T* a, const T* b, int64_t ldb, T* c, int64_t ldc, int64_t rows, int64_t cols,
-                       bool first) {
+void micro_kernel_rows(int64_t kc, const Packed<T>* a, const Packed<T>* b, int64_t ldb, Out<T>* c, int64_t ldc,
+                       int64_t rows, int64_t cols, bool first) {
   if (rows > 8 || (kMR <= 8 && rows > 4)) micro_kernel<T, kMR>(kc, a, b, ldb, c, ldc, rows, cols, first);
   else if (rows > 4) {
     if constexpr (kMR > 8) micro_kernel<T, 8>(kc, a, b, ldb, c, ldc, rows, cols, first);
@@ -591,6 +654,84 @@ void pack_panels(T* __restrict dst, const S* src, int64_t line_stride, int64_t s
   }
 }
 
+#ifdef __AVX512BF16__
+// Packs `lines` lines of kc bf16 into panels of P lines of pairs along K, for the Bf16Pairs
+// micro-kernel: line l, pair p goes to dst[(l / P) * kp * P + p * P + l % P] (kp = ceil(kc / 2)),
+// element 2p of the line in its low half and element 2p + 1 (zero past kc) in its high half,
+// read from src[l * line_stride + k * step]; the last panel is padded with zero pairs. The bits
+// are moved, never converted.
+template <int64_t P>
+void pack_pair_panels(uint32_t* __restrict dst, const bf16* src, int64_t line_stride, int64_t step, int64_t lines,
+                      int64_t kc) {
+  constexpr int64_t W = 16;  // 32-bit lanes of a zmm register
+  const int64_t kp = (kc + 1) / 2, panels = (lines + P - 1) / P;
+  auto pair = [&](int64_t l, int64_t p) {  // line l's pair p, from memory element by element
+    auto half = [&](int64_t k) -> uint32_t { return l < lines && k < kc ? src[l * line_stride + k * step].bits : 0; };
+    return half(2 * p) | half(2 * p + 1) << 16;
+  };
+  if (line_stride == 1) {
+    // Adjacent lines (B row-major, A column-major): rows 2p and 2p + 1 of K, W lines at a time,
+    // each widened to 32-bit lanes and the second shifted into the high halves. In blocks of 8
+    // pairs across all panels, as pack_panels reads a column-major A (its comment says why).
+    constexpr int64_t kPairs = 8;
+    for (int64_t p0 = 0; p0 < kp; p0 += kPairs) {
+      const int64_t p1 = std::min(kp, p0 + kPairs);
+      for (int64_t q = 0; q < panels; ++q)
+        for (int64_t l0 = 0; l0 < P; l0 += W) {
+          const int64_t width = std::min(W, P - l0), n = std::clamp<int64_t>(lines - q * P - l0, 0, width);
+          const __mmask16 loaded = __mmask16((1u << n) - 1), stored = __mmask16((1u << width) - 1);
+          const bf16* line = src + q * P + l0;
+          uint32_t* out = dst + q * kp * P + l0;
+          for (int64_t p = p0; p < p1; ++p) {
+            const __m512i lo = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(loaded, line + 2 * p * step));
+            const __m512i hi = 2 * p + 1 < kc
+                                   ? _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(loaded, line + (2 * p + 1) * step))
+                                   : _mm512_setzero_si512();
+            _mm512_mask_storeu_epi32(out + p * P, stored, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+          }
+        }
+    }
+    return;
+  }
+  for (int64_t q = 0; q < panels; ++q) {
+    uint32_t* panel = dst + q * kp * P;
+    for (int64_t l0 = 0; l0 < P; l0 += W) {
+      const int64_t width = std::min(W, P - l0), first = q * P + l0;
+      int64_t p0 = 0;
+      if (step == 1) {
+        // Each line contiguous along K (A row-major, B transposed): its pairs are consecutive
+        // 32-bit words, so the panel is the transpose of a lines x pairs matrix of words, W x W
+        // words at a time through transpose_square (shuffles only: the bits pass unchanged).
+        const int64_t loaded = std::clamp<int64_t>(lines - first, 0, width);
+        for (; p0 + W <= kc / 2; p0 += W) {
+          __m512 v[W];
+          for (int64_t i = 0; i < W; ++i)
+            v[i] = i < loaded ? _mm512_castsi512_ps(_mm512_loadu_si512(src + (first + i) * line_stride + 2 * p0))
+                              : _mm512_setzero_ps();
+          transpose_square(v);
+          for (int64_t j = 0; j < W; ++j) store_lanes(reinterpret_cast<float*>(panel + (p0 + j) * P + l0), v[j], width);
+        }
+      }
+      for (int64_t p = p0; p < kp; ++p)
+        for (int64_t i = 0; i < width; ++i) panel[p * P + l0 + i] = pair(first + i, p);
+    }
+  }
+}
+#endif
+
+// Packs panels for the micro-kernel of type Kernel: pack_panels, or pack_pair_panels for Bf16Pairs.
+template <int64_t P, class Kernel, class S>
+void pack_kernel_panels(Packed<Kernel>* dst, const S* src, int64_t line_stride, int64_t step, int64_t lines,
+                        int64_t kc) {
+#ifdef __AVX512BF16__
+  if constexpr (std::is_same_v<Kernel, Bf16Pairs>) {
+    pack_pair_panels<P>(dst, src, line_stride, step, lines, kc);
+    return;
+  }
+#endif
+  if constexpr (!std::is_same_v<Kernel, Bf16Pairs>) pack_panels<P>(dst, src, line_stride, step, lines, kc);
+}
+
 // The L2 and L3 sizes of this CPU, in bytes: from COTAN_GEMM_CACHE_SIZES ("L2,L3", each a number
 // of bytes with an optional K or M suffix: "2M,32M"), else sysfs (cpu0), else sysconf, else
 // typical sizes; a size out of a plausible range counts as unknown (sysconf reports 320 MiB of L3
@@ -680,9 +821,14 @@ int64_t part_begin(int64_t total, int64_t parts, int64_t p) { return total * p /
 
 // C[M x N] (row-major, leading dimension N) = A B, T the compute type, S the stored type.
 // With `accumulate` the products are added to C instead of replacing it.
-template <class T, class S>
+// Kernel is the micro-kernel's type: T, or for bf16 operands Bf16Pairs (see bf16_pairs()), whose
+// panels hold one element per two steps of K (a last odd step padded with zero).
+template <class T, class S, class Kernel = T>
 void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t k, bool split, bool accumulate = false) {
-  constexpr int64_t MR = kMR, NR = kNR<T>;
+  using P = Packed<Kernel>;
+  constexpr int64_t kSteps = std::is_same_v<Kernel, Bf16Pairs> ? 2 : 1;  // steps of K per packed element
+  auto depth = [](int64_t steps) { return (steps + kSteps - 1) / kSteps; };  // packed elements of K steps
+  constexpr int64_t MR = kMR, NR = kNR<Kernel>;
   const Blocking& blocks = blocking<T>();
   const int64_t KC = blocks.kc, MC = blocks.mc;
   const int64_t k_blocks = (k + KC - 1) / KC;
@@ -719,13 +865,14 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // 0-5% slower, and at 1024^3 73% of the FMA peak instead of 81%.
   const bool rows_a = kHasRowsAKernel<T> && !shared_a && std::is_same_v<S, T> && a.col_stride == 1 &&
                       n <= kRowsAColumns && k >= kRowsADepth;
-  std::optional<Buffer<T>> whole_a;
-  auto pack_a = [&](T* dst, int64_t i0, int64_t rows, int64_t p) {
+  std::optional<Buffer<P>> whole_a;
+  auto pack_a = [&](P* dst, int64_t i0, int64_t rows, int64_t p) {
     const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
-    pack_panels<MR>(dst, a.data + i0 * a.row_stride + k0 * a.col_stride, a.row_stride, a.col_stride, rows, kc);
+    pack_kernel_panels<MR, Kernel>(dst, a.data + i0 * a.row_stride + k0 * a.col_stride, a.row_stride, a.col_stride,
+                                   rows, kc);
   };
   if (shared_a) {
-    whole_a.emplace(row_panels * MR * k);
+    whole_a.emplace(row_panels * MR * depth(k));
     // Tasks: a K chunk x a run of panels each.
     constexpr int64_t kPanelsPerTask = 8;
     const int64_t runs = (row_panels + kPanelsPerTask - 1) / kPanelsPerTask;
@@ -733,7 +880,8 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t p = t / runs, q0 = t % runs * kPanelsPerTask, q1 = std::min(row_panels, q0 + kPanelsPerTask);
         const int64_t kc = std::min(KC, k - p * KC);
-        pack_a(whole_a->get() + p * KC * row_panels * MR + q0 * kc * MR, q0 * MR, std::min(m, q1 * MR) - q0 * MR, p);
+        pack_a(whole_a->get() + p * depth(KC) * row_panels * MR + q0 * depth(kc) * MR, q0 * MR,
+               std::min(m, q1 * MR) - q0 * MR, p);
       }
     };
     if (split) parallel_for(k_blocks * runs, 1, pack_runs);
@@ -756,26 +904,27 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const bool few_rows = row_panels == 1 || (row_panels <= 8 && b_row_bytes % 2048 != 0);
   const bool direct_b = kReadBInPlace && std::is_same_v<S, T> && b.col_stride == 1 &&
                         (few_rows || std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes);
-  const T* b_direct = nullptr;
-  if constexpr (std::is_same_v<S, T>) b_direct = b.data;
+  const P* b_direct = nullptr;
+  if constexpr (std::is_same_v<S, P>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
   const int64_t nc_max =
-      direct_b ? n : std::max<int64_t>(NR, blocks.packed_b_bytes / int64_t(sizeof(T)) / k / NR * NR);
+      direct_b ? n : std::max<int64_t>(NR, blocks.packed_b_bytes / int64_t(sizeof(P)) / depth(k) / NR * NR);
 
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);
     const int64_t panels = (nc + NR - 1) / NR;
     // Packed B, by K chunk, then by panel: chunk p starts at p * KC * panels * NR and holds
     // `panels` panels of kc x NR.
-    std::optional<Buffer<T>> packed_b;
+    std::optional<Buffer<P>> packed_b;
     if (!direct_b) {
-      packed_b.emplace(panels * NR * k);
+      packed_b.emplace(panels * NR * depth(k));
       auto pack_b = [&](int64_t q0, int64_t q1) {
         const int64_t j0 = jc + q0 * NR, cols = std::min(q1 * NR, nc) - q0 * NR;
         for (int64_t p = 0; p < k_blocks; ++p) {
           const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
-          pack_panels<NR>(packed_b->get() + k0 * panels * NR + q0 * kc * NR,
-                          b.data + k0 * b.row_stride + j0 * b.col_stride, b.col_stride, b.row_stride, cols, kc);
+          pack_kernel_panels<NR, Kernel>(packed_b->get() + depth(k0) * panels * NR + q0 * depth(kc) * NR,
+                                         b.data + k0 * b.row_stride + j0 * b.col_stride, b.col_stride, b.row_stride,
+                                         cols, kc);
         }
       };
       if (split) parallel_for(panels, std::clamp<int64_t>(panels / (2 * threads), 1, 8), pack_b);
@@ -793,27 +942,28 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       const int64_t j1 = std::min(nc, part_begin(panels, col_tiles, ct + 1) * NR);
       // With rows_a, full panels read A's rows in place and only a last, short panel is packed.
       const int64_t full_rows = rows_a ? mc / MR * MR : 0;
-      std::optional<Buffer<T>> own_a;
-      if (!shared_a && full_rows < mc) own_a.emplace((mc - full_rows + MR - 1) / MR * MR * std::min(k, KC));
+      std::optional<Buffer<P>> own_a;
+      if (!shared_a && full_rows < mc) own_a.emplace((mc - full_rows + MR - 1) / MR * MR * depth(std::min(k, KC)));
       for (int64_t p = 0; p < k_blocks; ++p) {
         const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
-        const T* chunk_a = shared_a ? whole_a->get() + k0 * row_panels * MR : own_a ? own_a->get() : nullptr;
+        const P* chunk_a = shared_a ? whole_a->get() + depth(k0) * row_panels * MR : own_a ? own_a->get() : nullptr;
         if (!shared_a && full_rows < mc) pack_a(own_a->get(), i0 + full_rows, mc - full_rows, p);
         const T* rows_of_a = nullptr;  // with rows_a: A's rows of this tile, from column k0
         if constexpr (std::is_same_v<S, T>)
           if (rows_a) rows_of_a = a.data + i0 * a.row_stride + k0;
         for (int64_t jr = j0; jr < j1; jr += NR) {
-          const T* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr : packed_b->get() + k0 * panels * NR + jr * kc;
+          const P* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
+                                      : packed_b->get() + depth(k0) * panels * NR + jr * depth(kc);
           const int64_t ldb = direct_b ? b.row_stride : NR;
           const int64_t cols = std::min(NR, j1 - jr);
           T* c_panel = c + i0 * n + jc + jr;
-          if constexpr (kHasRowsAKernel<T>)
+          if constexpr (kHasRowsAKernel<T> && std::is_same_v<P, T>)
             for (int64_t ir = 0; ir < full_rows; ir += MR)
               micro_kernel_in_place_a<T>(kc, rows_of_a + ir * a.row_stride, a.row_stride, panel_b, ldb, c_panel + ir * n,
                                          n, cols, p == 0 && !accumulate);
           for (int64_t ir = full_rows; ir < mc; ir += MR)
-            micro_kernel_rows<T>(kc, chunk_a + (ir - full_rows) * kc, panel_b, ldb, c_panel + ir * n, n,
-                                 std::min(MR, mc - ir), cols, p == 0 && !accumulate);
+            micro_kernel_rows<Kernel>(depth(kc), chunk_a + (ir - full_rows) * depth(kc), panel_b, ldb, c_panel + ir * n,
+                                      n, std::min(MR, mc - ir), cols, p == 0 && !accumulate);
         }
       }
     };
@@ -832,10 +982,16 @@ void matmul_batch(const Tensor& a, const Tensor& b, const Tensor& out, int64_t m
   const auto a_offsets = batch_offsets(a, nd - 2), b_offsets = batch_offsets(b, nd - 2);
   const S* a_data = a.data<S>();
   const S* b_data = b.data<S>();
+  // Read here, on the calling thread: a COTAN_GEMM_BF16 this build cannot honour is an error.
+  [[maybe_unused]] const bool pairs = std::is_same_v<S, bf16> && bf16_pairs();
   const ComputeOutput<S> c(out);
   for_each_product(int64_t(a_offsets.size()), m * n * k, [&](int64_t i, bool split) {
     Operand<S> ai{a_data + a_offsets[size_t(i)], a.strides()[size_t(nd - 2)], a.strides()[size_t(nd - 1)]};
     Operand<S> bi{b_data + b_offsets[size_t(i)], b.strides()[size_t(nd - 2)], b.strides()[size_t(nd - 1)]};
+#ifdef __AVX512BF16__
+    if constexpr (std::is_same_v<S, bf16>)
+      if (pairs) return packed_gemm<T, S, Bf16Pairs>(ai, bi, c.data() + i * m * n, m, n, k, split);
+#endif
     packed_gemm<T, S>(ai, bi, c.data() + i * m * n, m, n, k, split);
   });
   c.finish();
@@ -931,6 +1087,7 @@ void matmul_batch(const Tensor& a_in, const Tensor& b_in, const Tensor& out, int
     bool copy = !std::is_same_v<S, T> || !layout_of(rows, cols, rs, cs);
     return copy ? compact_copy<T, S>(x) : x;
   };
+  if constexpr (std::is_same_v<S, bf16>) bf16_pairs();  // a COTAN_GEMM_BF16 this build cannot honour is an error
   const Tensor a = mapped(a_in, m, k), b = mapped(b_in, k, n);
   const Layout la = *layout_of(m, k, a.strides()[size_t(nd - 2)], a.strides()[size_t(nd - 1)]);
   const Layout lb = *layout_of(k, n, b.strides()[size_t(nd - 2)], b.strides()[size_t(nd - 1)]);
@@ -966,10 +1123,13 @@ GemmInfo gemm_info() {
   const Blocking& blocks = blocking<float>();
   const CacheSizes& caches = cache_sizes();
   return {.kernel = kKernel, .mr = kMR, .nr_f32 = kNR<float>, .kc_f32 = blocks.kc, .mc_f32 = blocks.mc,
+          .bf16 = bf16_pairs() ? "avx512_bf16" : "f32", .bf16_kernels = kBf16Kernels,
           .l2_bytes = caches.l2, .l3_bytes = caches.l3, .l2_source = caches.l2_source, .l3_source = caches.l3_source};
 #else
   GemmInfo info;
   info.kernel = "eigen";
+  info.bf16 = bf16_pairs() ? "avx512_bf16" : "f32";
+  info.bf16_kernels = kBf16Kernels;
   return info;
 #endif
 }

@@ -350,6 +350,121 @@ TEST_CASE("matmul: bf16 outputs round each f32 sum to nearest even, with infinit
   }
 }
 
+// bf16 operands of small integers (|x| <= 16) whose every partial sum f32 holds exactly, so
+// that any order of summation gives the exact sum: each output must be that sum rounded once to
+// bf16. Checks every element of every layout the packing reads (row- and column-major, general
+// strides, a broadcast batch), row and column edges and several K chunks, bit for bit, whichever
+// kernel multiplies bf16 (widened to f32, or pairs on AVX512_BF16).
+TEST_CASE("matmul: bf16 products of small integers are their exact sums, rounded once") {
+  std::uniform_int_distribution<int> value(-16, 16);
+  auto integers = [&](int64_t capacity) {
+    Tensor t = Tensor::empty({capacity}, DType::bf16);
+    for (int64_t i = 0; i < capacity; ++i) t.data<bf16>()[i] = bf16(float(value(rng)));
+    return t;
+  };
+  // [batch, rows, cols] views of fresh integers: row-major, column-major, every other element
+  // along both dims, or one matrix broadcast across the batch.
+  enum class Lay { rows, cols, strided, broadcast };
+  auto operand = [&](Lay lay, int64_t batch, int64_t rows, int64_t cols) {
+    const int64_t size = rows * cols;
+    switch (lay) {
+      case Lay::rows: return integers(batch * size).as_strided({batch, rows, cols}, {size, cols, 1}, 0);
+      case Lay::cols: return integers(batch * size).as_strided({batch, rows, cols}, {size, 1, rows}, 0);
+      case Lay::strided: return integers(batch * 4 * size + 1).as_strided({batch, rows, cols}, {4 * size, 2 * cols, 2}, 1);
+      case Lay::broadcast: break;
+    }
+    return integers(size).as_strided({batch, rows, cols}, {0, cols, 1}, 0);
+  };
+  const int64_t kc = cpu::gemm_info().kc_f32;
+  struct Case {
+    int64_t batch, m, k, n;
+  };
+  const Case cases[] = {{1, 1, 1, 1},   {2, 13, 3, 31},  {1, 14, 257, 32}, {1, 29, 1025, 65},
+                        {1, 130, 2 * kc + 37, 77}, {3, 33, 600, 100}, {1, 300, 301, 40}, {1, 7, 600, 900}};
+  for (const Case& c : cases)
+    for (Lay la : {Lay::rows, Lay::cols, Lay::strided})
+      for (Lay lb : {Lay::rows, Lay::cols, Lay::strided, Lay::broadcast}) {
+        CAPTURE(c.m);
+        CAPTURE(c.k);
+        CAPTURE(c.n);
+        CAPTURE(int(la));
+        CAPTURE(int(lb));
+        const Tensor a = operand(la, c.batch, c.m, c.k), b = operand(lb, c.batch, c.k, c.n);
+        const Tensor out = cpu_backend().matmul(a, b);
+        REQUIRE(out.shape() == Shape{c.batch, c.m, c.n});
+        const Strides& sa = a.strides();
+        const Strides& sb = b.strides();
+        int64_t wrong = 0;
+        for (int64_t t = 0; t < c.batch; ++t)
+          for (int64_t i = 0; i < c.m; ++i)
+            for (int64_t j = 0; j < c.n; ++j) {
+              int64_t sum = 0;
+              for (int64_t p = 0; p < c.k; ++p)
+                sum += int64_t(float(a.data<bf16>()[t * sa[0] + i * sa[1] + p * sa[2]])) *
+                       int64_t(float(b.data<bf16>()[t * sb[0] + p * sb[1] + j * sb[2]]));
+              const double got = double(float(out.data<bf16>()[(t * c.m + i) * c.n + j]));
+              wrong += got != bf16_rounded(double(sum));
+            }
+        CHECK(wrong == 0);
+      }
+}
+
+// On a CPU with AVX512_BF16 the bf16 GEMM sums pairs of K on vdpbf16ps (tensor/cpu/matmul.cpp):
+// each output is that instruction's FMA chain, in the order 1, 0, 3, 2, ... of each K chunk (the
+// chunk's sum then added to the previous chunks'), rounded once to bf16. Computed here one
+// scalar FMA at a time from the instruction's definition; elsewhere the test has nothing to check.
+TEST_CASE("matmul: with AVX512_BF16, bf16 sums take the dot-product instruction's order") {
+  const cpu::GemmInfo info = cpu::gemm_info();
+  if (info.bf16 != "avx512_bf16") {
+    MESSAGE("bf16 is widened to f32 on this build (" << info.kernel << "): nothing to check");
+    return;
+  }
+  // One pair at a time: 1 + 0 = 1, then -1 + 1 = 0 and 2^-24 + 0 = 2^-24. In K order the 2^-24
+  // would round away against the 1 (a tie, to even) before the -1 cancels it: 0.
+  {
+    const float tiny = std::ldexp(1.0f, -24);
+    Tensor a = Tensor::empty({1, 4}, DType::bf16), b = Tensor::empty({4, 1}, DType::bf16);
+    const float xs[] = {1.0f, 0.0f, tiny, -1.0f};
+    for (int i = 0; i < 4; ++i) {
+      a.data<bf16>()[i] = bf16(xs[i]);
+      b.data<bf16>()[i] = bf16(1.0f);
+    }
+    CHECK(float(cpu_backend().matmul(a, b).data<bf16>()[0]) == tiny);
+  }
+  auto flush = [](float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; };
+  const int64_t kc = info.kc_f32;
+  for (auto [m, k, n] : {std::tuple<int64_t, int64_t, int64_t>{17, 37, 45}, {30, kc, 33}, {9, 2 * kc + 5, 70}})
+    for (bool a_t : {false, true})
+      for (bool b_t : {false, true}) {
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(n);
+        CAPTURE(a_t);
+        CAPTURE(b_t);
+        const Tensor a = a_t ? column_major<bf16>({m, k}) : random_tensor<bf16>({m, k});
+        const Tensor b = b_t ? column_major<bf16>({k, n}) : random_tensor<bf16>({k, n});
+        const Tensor out = cpu_backend().matmul(a, b);
+        auto x = [&](int64_t i, int64_t p) { return p < k ? float(a.data<bf16>()[i * a.strides()[0] + p * a.strides()[1]]) : 0.0f; };
+        auto y = [&](int64_t p, int64_t j) { return p < k ? float(b.data<bf16>()[p * b.strides()[0] + j * b.strides()[1]]) : 0.0f; };
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            float c = 0;
+            for (int64_t c0 = 0; c0 < k; c0 += kc) {
+              const int64_t c1 = std::min(k, c0 + kc);
+              float acc = 0;
+              for (int64_t p = c0; p < c1; p += 2) {  // the pair's high half first; past the chunk, zeros
+                acc = flush(std::fma(p + 1 < c1 ? x(i, p + 1) : 0.0f, p + 1 < c1 ? y(p + 1, j) : 0.0f, acc));
+                acc = flush(std::fma(x(i, p), y(p, j), acc));
+              }
+              c = c0 == 0 ? acc : c + acc;
+            }
+            wrong += bf16(c).bits != out.data<bf16>()[i * n + j].bits;
+          }
+        CHECK(wrong == 0);
+      }
+}
+
 TEST_CASE("matmul: the same bits with 1 and 2 threads") {
   auto with_threads = [](size_t threads, const Tensor& a, const Tensor& b) {
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
@@ -379,6 +494,10 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       {column_major<double>({130, 2100}), random_tensor<double>({2100, 77})},
       // A weight gradient's X^T G: few rows, cut into finer row tiles on 2 threads than on 1.
       {column_major<float>({128, 1100}), random_tensor<float>({1100, 384})},
+      // bf16 across K chunks with an odd K (a half pair at the end, with AVX512_BF16), as a
+      // weight gradient and as x W^T.
+      {column_major<bf16>({128, 2101}), random_tensor<bf16>({2101, 384})},
+      {random_tensor<bf16>({517, 2101}), column_major<bf16>({2101, 389})},
   };
   for (const auto& [a, b] : cases) {
     CAPTURE(a.shape());
