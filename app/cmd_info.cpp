@@ -79,7 +79,8 @@ std::string gib(size_t bytes) {
 // How the CPU GEMM multiplies bf16, and the choice COTAN_GEMM_BF16 offers where the build has one.
 std::string bf16_phrase(const cpu::GemmInfo& g) {
   if (g.bf16 != "f32") return ", bf16 on " + g.bf16;
-  return g.bf16_kernels == "f32" ? ", bf16 widened to f32" : ", bf16 widened to f32 (COTAN_GEMM_BF16=avx512_bf16: vdpbf16ps)";
+  if (g.bf16_kernels == "f32") return ", bf16 widened to f32";
+  return ", bf16 widened to f32 (COTAN_GEMM_BF16=avx512_bf16: vdpbf16ps)";
 }
 
 // The CPU GEMM's kernel and blocking: "avx512 14x32 (f32), KC 512, MC 252, bf16 widened to f32; L2 1 MiB
@@ -93,8 +94,8 @@ std::string gemm_line() {
     return std::string(buf);
   };
   return g.kernel + " " + std::to_string(g.mr) + "x" + std::to_string(g.nr_f32) + " (f32), KC " +
-         std::to_string(g.kc_f32) + ", MC " + std::to_string(g.mc_f32) + bf16_phrase(g) + "; L2 " + mib(g.l2_bytes) + " (" +
-         g.l2_source + "), L3 " + mib(g.l3_bytes) + " (" + g.l3_source + ")";
+         std::to_string(g.kc_f32) + ", MC " + std::to_string(g.mc_f32) + bf16_phrase(g) + "; L2 " + mib(g.l2_bytes) +
+         " (" + g.l2_source + "), L3 " + mib(g.l3_bytes) + " (" + g.l3_source + ")";
 }
 
 }  // namespace

@@ -377,7 +377,9 @@ template <class T, int64_t R, bool kRowsA = false>
       return S::load(p + j * W);
     });
   } else {
-    sum([&](const Packed<T>* p, int64_t j) { return S::load_first(p + j * W, std::clamp<int64_t>(cols - j * W, 0, W)); });
+    sum([&](const Packed<T>* p, int64_t j) {
+      return S::load_first(p + j * W, std::clamp<int64_t>(cols - j * W, 0, W));
+    });
   }
 
   unroll<R>([&](auto i) {
