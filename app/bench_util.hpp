@@ -103,7 +103,8 @@ inline std::string gemm_json() {
   const cpu::GemmInfo g = cpu::gemm_info();
   return "{\"kernel\":\"" + g.kernel + "\",\"mr\":" + std::to_string(g.mr) + ",\"nr_f32\":" + std::to_string(g.nr_f32) +
          ",\"kc_f32\":" + std::to_string(g.kc_f32) + ",\"mc_f32\":" + std::to_string(g.mc_f32) +
-         ",\"bf16\":\"" + g.bf16 + "\",\"bf16_kernels\":\"" + g.bf16_kernels + "\",\"l2_bytes\":" + std::to_string(g.l2_bytes) + ",\"l2_source\":\"" + g.l2_source +
+         ",\"bf16\":\"" + g.bf16 + "\",\"bf16_kernels\":\"" + g.bf16_kernels +
+         "\",\"l2_bytes\":" + std::to_string(g.l2_bytes) + ",\"l2_source\":\"" + g.l2_source +
          "\",\"l3_bytes\":" + std::to_string(g.l3_bytes) + ",\"l3_source\":\"" + g.l3_source + "\"}";
 }
 

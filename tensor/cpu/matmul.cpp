@@ -26,7 +26,8 @@
 // each chunk, added to C chunk by chunk in order. How rows, columns and batches are spread across
 // tasks, whether B is packed, and which micro-kernel height serves a short row panel never change
 // that sum, and K is never split across threads. The bits can differ between machines with
-// different L2 sizes. Eigen: the row blocks depend only on the shapes, and Eigen's own blocking
+// different L2 sizes. (bf16 on the opt-in vdpbf16ps kernel takes each chunk in the order 1, 0,
+// 3, 2, ... of K, with subnormals flushed: other bits, equally fixed; see Simd<Bf16Pairs>.) Eigen: the row blocks depend only on the shapes, and Eigen's own blocking
 // only on each block's shape.
 #include <algorithm>
 #include <cstdint>
@@ -227,8 +228,8 @@ template <> struct Simd<double> {
 #ifdef __AVX512BF16__
 // bf16 operands on AVX512_BF16's dot-product instruction (vdpbf16ps): each 32-bit lane of an
 // operand holds a pair of bf16 along K (element 2p in the low half, 2p + 1 in the high half),
-// and one instruction adds both pairs' products to an f32 accumulator: the high (odd) one first,
-// then the low one, each an FMA rounded to nearest even, with bf16 subnormals read as zero and
+// and one instruction adds both products of each pair to an f32 accumulator: the high (odd)
+// one first, then the low one, each an FMA rounded to nearest even, with bf16 subnormals read as zero and
 // subnormal results flushed to zero. A bf16 product is exact in f32, so the sum is the same FMA
 // chain as the widened f32 kernel's, taken in the order 1, 0, 3, 2, 5, 4, ... of K. The panels
 // are carried bit for bit (pairs of bf16 as 32-bit integers); C is f32.
@@ -827,9 +828,11 @@ int64_t part_begin(int64_t total, int64_t parts, int64_t p) { return total * p /
 // panels hold one element per two steps of K (a last odd step padded with zero).
 template <class T, class S, class Kernel = T>
 void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t k, bool split, bool accumulate = false) {
-  using P = Packed<Kernel>;
+  using Elem = Packed<Kernel>;  // what the packed panels hold
   constexpr int64_t kSteps = std::is_same_v<Kernel, Bf16Pairs> ? 2 : 1;  // steps of K per packed element
-  auto depth = [](int64_t steps) { return (steps + kSteps - 1) / kSteps; };  // packed elements of K steps
+  // Packed elements of K steps. A chunk's start p * KC is even (KC is a multiple of 64), so a
+  // pair never straddles two chunks and depth(p * KC) is p times depth(KC).
+  auto depth = [](int64_t steps) { return (steps + kSteps - 1) / kSteps; };
   constexpr int64_t MR = kMR, NR = kNR<Kernel>;
   const Blocking& blocks = blocking<T>();
   const int64_t KC = blocks.kc, MC = blocks.mc;
@@ -850,8 +853,8 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // split the columns.
   const int64_t col_split = threads > 1 && row_tiles < threads ? std::max<int64_t>(1, 4 * threads / row_tiles) : 1;
   // With few rows (one tile), the threads split the columns and share A, packed once whole (the
-  // threads sharing the work): chunk p at p * KC * row_panels * MR, `row_panels` panels of
-  // kc x MR. Many rows: each task packs its own rows, chunk by chunk, once per column block,
+  // threads sharing the work): chunk p at depth(p * KC) * row_panels * MR, `row_panels` panels
+  // of depth(kc) x MR. Many rows: each task packs its own rows, chunk by chunk, once per column block,
   // into L2. (Sharing a whole A of several tiles measured 2x slower: each task then reads its
   // panels from L3, once per column panel.)
   const bool shared_a = row_tiles == 1;
@@ -867,8 +870,8 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // 0-5% slower, and at 1024^3 73% of the FMA peak instead of 81%.
   const bool rows_a = kHasRowsAKernel<T> && !shared_a && std::is_same_v<S, T> && a.col_stride == 1 &&
                       n <= kRowsAColumns && k >= kRowsADepth;
-  std::optional<Buffer<P>> whole_a;
-  auto pack_a = [&](P* dst, int64_t i0, int64_t rows, int64_t p) {
+  std::optional<Buffer<Elem>> whole_a;
+  auto pack_a = [&](Elem* dst, int64_t i0, int64_t rows, int64_t p) {
     const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
     pack_kernel_panels<MR, Kernel>(dst, a.data + i0 * a.row_stride + k0 * a.col_stride, a.row_stride, a.col_stride,
                                    rows, kc);
@@ -882,7 +885,7 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t p = t / runs, q0 = t % runs * kPanelsPerTask, q1 = std::min(row_panels, q0 + kPanelsPerTask);
         const int64_t kc = std::min(KC, k - p * KC);
-        pack_a(whole_a->get() + p * depth(KC) * row_panels * MR + q0 * depth(kc) * MR, q0 * MR,
+        pack_a(whole_a->get() + depth(p * KC) * row_panels * MR + q0 * depth(kc) * MR, q0 * MR,
                std::min(m, q1 * MR) - q0 * MR, p);
       }
     };
@@ -906,18 +909,18 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const bool few_rows = row_panels == 1 || (row_panels <= 8 && b_row_bytes % 2048 != 0);
   const bool direct_b = kReadBInPlace && std::is_same_v<S, T> && b.col_stride == 1 &&
                         (few_rows || std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes);
-  const P* b_direct = nullptr;
-  if constexpr (std::is_same_v<S, P>) b_direct = b.data;
+  const Elem* b_direct = nullptr;
+  if constexpr (std::is_same_v<S, Elem>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
   const int64_t nc_max =
-      direct_b ? n : std::max<int64_t>(NR, blocks.packed_b_bytes / int64_t(sizeof(P)) / depth(k) / NR * NR);
+      direct_b ? n : std::max<int64_t>(NR, blocks.packed_b_bytes / int64_t(sizeof(Elem)) / depth(k) / NR * NR);
 
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);
     const int64_t panels = (nc + NR - 1) / NR;
-    // Packed B, by K chunk, then by panel: chunk p starts at p * KC * panels * NR and holds
-    // `panels` panels of kc x NR.
-    std::optional<Buffer<P>> packed_b;
+    // Packed B, by K chunk, then by panel: chunk p starts at depth(p * KC) * panels * NR and holds
+    // `panels` panels of depth(kc) x NR.
+    std::optional<Buffer<Elem>> packed_b;
     if (!direct_b) {
       packed_b.emplace(panels * NR * depth(k));
       auto pack_b = [&](int64_t q0, int64_t q1) {
@@ -944,22 +947,22 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       const int64_t j1 = std::min(nc, part_begin(panels, col_tiles, ct + 1) * NR);
       // With rows_a, full panels read A's rows in place and only a last, short panel is packed.
       const int64_t full_rows = rows_a ? mc / MR * MR : 0;
-      std::optional<Buffer<P>> own_a;
+      std::optional<Buffer<Elem>> own_a;
       if (!shared_a && full_rows < mc) own_a.emplace((mc - full_rows + MR - 1) / MR * MR * depth(std::min(k, KC)));
       for (int64_t p = 0; p < k_blocks; ++p) {
         const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
-        const P* chunk_a = shared_a ? whole_a->get() + depth(k0) * row_panels * MR : own_a ? own_a->get() : nullptr;
+        const Elem* chunk_a = shared_a ? whole_a->get() + depth(k0) * row_panels * MR : own_a ? own_a->get() : nullptr;
         if (!shared_a && full_rows < mc) pack_a(own_a->get(), i0 + full_rows, mc - full_rows, p);
         const T* rows_of_a = nullptr;  // with rows_a: A's rows of this tile, from column k0
         if constexpr (std::is_same_v<S, T>)
           if (rows_a) rows_of_a = a.data + i0 * a.row_stride + k0;
         for (int64_t jr = j0; jr < j1; jr += NR) {
-          const P* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
+          const Elem* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
                                       : packed_b->get() + depth(k0) * panels * NR + jr * depth(kc);
           const int64_t ldb = direct_b ? b.row_stride : NR;
           const int64_t cols = std::min(NR, j1 - jr);
           T* c_panel = c + i0 * n + jc + jr;
-          if constexpr (kHasRowsAKernel<T> && std::is_same_v<P, T>)
+          if constexpr (kHasRowsAKernel<T> && std::is_same_v<Elem, T>)
             for (int64_t ir = 0; ir < full_rows; ir += MR)
               micro_kernel_in_place_a<T>(kc, rows_of_a + ir * a.row_stride, a.row_stride, panel_b, ldb, c_panel + ir * n,
                                          n, cols, p == 0 && !accumulate);

@@ -1,9 +1,10 @@
 #!/bin/sh
 # The CPU GEMM's main micro-kernels keep their accumulators in registers. Counts the vector
 # loads and stores at %rsp in this build's micro_kernel of the most rows (14 with AVX-512, 6
-# with AVX2; f32, f64 and, built for AVX512_BF16, the bf16 pairs) and in micro_kernel_rows_a; more than a few means the compiler spilled the
-# accumulators (GCC 13.3 did, without the flatten in tensor/cpu/matmul.cpp: 21 stores per K
-# step, the GEMM at a third of its speed). Skips (77) a build without the packed GEMM (Eigen).
+# with AVX2; f32, f64 and, built for AVX512_BF16, the bf16 pairs) and in micro_kernel_rows_a;
+# more than a few means the compiler spilled the accumulators (GCC 13.3 did, without the flatten
+# in tensor/cpu/matmul.cpp: 21 stores per K step, the GEMM at a third of its speed). Skips (77)
+# a build without the packed GEMM (Eigen).
 #   gemm_registers.sh LIBCOTAN_A            (or an object file of tensor/cpu/matmul.cpp)
 set -u
 input=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
