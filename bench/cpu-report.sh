@@ -3,7 +3,9 @@
 # each bench: for each thread count and round, the f32 GEMM at squares (bench matmul --torch) and
 # at a training step's own products (bench matmul --step --torch), the KD training step against
 # eager PyTorch and torch.compile (bench train) and the fused attention against
-# scaled_dot_product_attention (bench attention --torch). Every bench's JSON is kept in OUT as
+# scaled_dot_product_attention (bench attention --torch); in a build with the AVX512_BF16 kernel,
+# also the bf16 GEMM (--bf16-sizes, nn and nt) widened to f32 (the default) and on vdpbf16ps
+# (COTAN_GEMM_BF16=avx512_bf16), both beside PyTorch's bf16 matmul. Every bench's JSON is kept in OUT as
 # BENCH-tTHREADS-rROUND.json, and the table of medians over the rounds (bench/cpu_report.py)
 # ends the output and is written to OUT/table.md. Rounds run one after the other, each bench
 # taking turns with PyTorch inside its own run, so a change in the machine's load shows as a
@@ -11,7 +13,7 @@
 #
 #   bench/cpu-report.sh [--rounds 3] [--threads "2 1"] [--out DIR] [--cotan PATH] [--pin]
 #                       [--sizes 512,1024,2048,4096] [--train-steps 10] [--no-torch]
-#                       [--attention-args "..."] [--torch-python PATH]
+#                       [--attention-args "..."] [--torch-python PATH] [--bf16-sizes 1024,2048]
 #
 # --pin runs a bench of N threads on CPUs 0..N-1 (taskset), for a machine with more cores than
 # the bench uses. --no-torch times cotan alone. PyTorch comes from where the benches look for it
@@ -26,6 +28,7 @@ out=""
 cotan="$root/build/cotan"
 pin=0
 sizes="512,1024,2048,4096"
+bf16_sizes="1024,2048"
 train_steps=10
 torch=(--torch)
 attention_args=()
@@ -40,6 +43,7 @@ while (($#)); do
     --cotan) cotan=${2:?--cotan needs a path}; shift 2 ;;
     --pin) pin=1; shift ;;
     --sizes) sizes=${2:?--sizes needs sizes}; shift 2 ;;
+    --bf16-sizes) bf16_sizes=${2:?--bf16-sizes needs sizes}; shift 2 ;;
     --train-steps) train_steps=${2:?--train-steps needs a number}; shift 2 ;;
     --no-torch) torch=(); shift ;;
     --attention-args) read -r -a attention_args <<<"${2?--attention-args needs arguments}"; shift 2 ;;
@@ -58,6 +62,8 @@ command -v python3 >/dev/null || die "python3 is needed for the table"
 if ((pin)); then command -v taskset >/dev/null || die "--pin needs taskset (util-linux)"; fi
 out=${out:-$root/build/cpu-report-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$out"
+bf16_dot=0  # whether this build has the vdpbf16ps kernel (cotan info's cpu_gemm.bf16_kernels)
+case $("$cotan" info --json) in *'"bf16_kernels":"f32,avx512_bf16"'*) bf16_dot=1 ;; esac
 
 {
   echo "date: $(date -u)"
@@ -93,6 +99,11 @@ for ((round = 1; round <= rounds; round++)); do
     fi
     run attention "$threads" "$round" bench attention "${torch[@]}" "${torch_python[@]}" --repeat 3 \
       "${attention_args[@]}"
+    if ((bf16_dot)); then
+      bf16=(bench matmul "${torch[@]}" "${torch_python[@]}" --sizes "$bf16_sizes" --layouts nn,nt --dtypes bf16 --repeat 5)
+      run bf16 "$threads" "$round" "${bf16[@]}"
+      COTAN_GEMM_BF16=avx512_bf16 run bf16dot "$threads" "$round" "${bf16[@]}"
+    fi
   done
 done
 say "done in $((SECONDS - start)) s; JSON and logs in $out"

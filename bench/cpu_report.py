@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The table of bench/cpu-report.sh: reads the benches' JSON files in DIR, named
-BENCH-tTHREADS-rROUND.json (BENCH: squares, step, train, attention), and prints markdown: per
+BENCH-tTHREADS-rROUND.json (BENCH: squares, step, train, attention, bf16, bf16dot), and prints markdown: per
 thread count, the median over the rounds of each figure with its range, cotan beside PyTorch.
 
     python3 bench/cpu_report.py DIR
@@ -13,7 +13,7 @@ import re
 import statistics
 import sys
 
-NAME = re.compile(r"^(squares|step|train|attention)-t(\d+)-r(\d+)\.json$")
+NAME = re.compile(r"^(squares|step|train|attention|bf16|bf16dot)-t(\d+)-r(\d+)\.json$")
 
 
 def load(directory):
@@ -56,25 +56,32 @@ def torch_name(runs):
     return None
 
 
+def product_rows(runs, label, of_peak="% of peak"):
+    """A row per product of `bench matmul` runs (one per round): % of the fp32 FMA peak, cotan's
+    and PyTorch's, and the ratio."""
+    rows, shapes = [], []
+    for result in runs[0]["results"]:
+        key = (result["m"], result["n"], result["k"], result["layout"])
+        if key not in shapes:
+            shapes.append(key)
+    for m, n, k, layout in shapes:
+        found = [next((x for x in r["results"] if (x["m"], x["n"], x["k"], x["layout"]) == (m, n, k, layout)), {})
+                 for r in runs]
+        size = f"{m}" if m == n == k else f"{m}x{n}x{k}"
+        rows.append((f"{label} {size} {layout}, {of_peak}",
+                     percent([x.get("fraction_of_peak") for x in found]),
+                     percent([x.get("torch_fraction_of_peak") for x in found]),
+                     spread([x.get("ratio") for x in found], ".2f")))
+    return rows
+
+
 def rows_for(runs, threads):
     rows = []
     squares = runs.get(("squares", threads), [])
     if squares:
         peaks = [r["fma_peak"]["gflops"] for r in squares if r.get("fma_peak")]
         rows.append((f"fp32 FMA peak, {threads} thread(s)", spread(peaks, ".0f") + " GFLOP/s", "", ""))
-        shapes = []
-        for result in squares[0]["results"]:
-            key = (result["m"], result["n"], result["k"], result["layout"])
-            if key not in shapes:
-                shapes.append(key)
-        for m, n, k, layout in shapes:
-            found = [next((x for x in r["results"] if (x["m"], x["n"], x["k"], x["layout"]) == (m, n, k, layout)), {})
-                     for r in squares]
-            size = f"{m}" if m == n == k else f"{m}x{n}x{k}"
-            rows.append((f"GEMM {size} {layout}, % of peak",
-                         percent([x.get("fraction_of_peak") for x in found]),
-                         percent([x.get("torch_fraction_of_peak") for x in found]),
-                         spread([x.get("ratio") for x in found], ".2f")))
+        rows += product_rows(squares, "GEMM")
     step = runs.get(("step", threads), [])
     if step:
         totals = [r["step"] for r in step]
@@ -108,6 +115,13 @@ def rows_for(runs, threads):
             ratios = [None if s is None else s / f for s, f in zip(sdpa, fused)]
             rows.append((f"attention fwd+bwd {shape}, {kind} fused vs SDPA, ms", spread(fused, ".3g"),
                          spread(sdpa, ".3g"), spread(ratios, ".2f")))
+    for bench, kernel, label in (("bf16", "f32", "bf16 GEMM widened to f32,"),
+                                 ("bf16dot", "avx512_bf16", "bf16 GEMM on vdpbf16ps,")):
+        if runs.get((bench, threads)):
+            ran = {r["host"]["gemm"].get("bf16") for r in runs[(bench, threads)]}
+            if ran != {kernel}:
+                sys.exit(f"cpu_report: the {bench} runs multiplied bf16 on {sorted(map(str, ran))}, not {kernel}")
+            rows += product_rows(runs[(bench, threads)], label, "% of the fp32 peak")
     return rows
 
 
@@ -120,6 +134,8 @@ def main():
     runs = load(directory)
     if not runs:
         sys.exit(f"cpu_report: no BENCH-tN-rK.json in {directory}")
+    table = [(threads, row) for threads in sorted({threads for _, threads in runs}, reverse=True)
+             for row in rows_for(runs, threads)]
     everything = [data for value in runs.values() for data in value]
     host = everything[0]["host"]
     loads = [data["host"]["load_average"][0] for data in everything]
@@ -133,9 +149,8 @@ def main():
     print()
     print("| threads | figure | cotan | PyTorch | cotan ÷ PyTorch |")
     print("|---|---|---|---|---|")
-    for threads in sorted({threads for _, threads in runs}, reverse=True):
-        for figure, ours, theirs, ratio in rows_for(runs, threads):
-            print(f"| {threads} | {figure} | {ours} | {theirs} | {ratio} |")
+    for threads, (figure, ours, theirs, ratio) in table:
+        print(f"| {threads} | {figure} | {ours} | {theirs} | {ratio} |")
 
 
 if __name__ == "__main__":

@@ -215,12 +215,19 @@ PY
 case_cpu_report() {
   script="$(dirname "$0")/../../bench/cpu-report.sh"
   bash "$script" --cotan "$COTAN" --no-torch --rounds 3 --threads "2 1" --sizes 48,40x24x56 --train-steps 1 \
-    --attention-args "--seq-len 16 --batch-size 1 --heads 2 --dim 8" --out "$WORK/report" > "$STDOUT" 2> "$STDERR" ||
+    --attention-args "--seq-len 16 --batch-size 1 --heads 2 --dim 8" --bf16-sizes 40 --out "$WORK/report" \
+    > "$STDOUT" 2> "$STDERR" ||
     fail "cpu-report.sh failed: $(cat "$STDERR")"
-  python3 - "$WORK/report" "$STDOUT" <<'PY' || fail "$(cat "$STDOUT")"
+  "$COTAN" info --json > "$WORK/info.json" || fail "cotan info --json failed"
+  python3 - "$WORK/report" "$STDOUT" "$WORK/info.json" <<'PY' || fail "$(cat "$STDOUT")"
 import json, pathlib, statistics, sys
 out, table = pathlib.Path(sys.argv[1]), open(sys.argv[2]).read()
-names = [f"{b}-t{t}-r{r}.json" for b in ("squares", "step", "train", "attention") for t in (1, 2) for r in (1, 2, 3)]
+# The bf16 GEMM both ways only in a build with the AVX512_BF16 kernel.
+dot = "avx512_bf16" in json.load(open(sys.argv[3]))["cpu_gemm"]["bf16_kernels"]
+benches = ("squares", "step", "train", "attention") + (("bf16", "bf16dot") if dot else ())
+names = [f"{b}-t{t}-r{r}.json" for b in benches for t in (1, 2) for r in (1, 2, 3)]
+if not dot and list(out.glob("bf16*")):
+    sys.exit("bf16 runs in a build without the AVX512_BF16 kernel")
 missing = [n for n in names if not (out / n).is_file()]
 if missing:
     sys.exit(f"missing: {missing}")
@@ -243,6 +250,8 @@ for threads in (1, 2):
         sys.exit(f"bench train row {got} for {tokens}")
     if (threads, "GEMM 40x24x56 nn, % of peak") not in rows or (threads, "GEMM 48 nn, % of peak") not in rows:
         sys.exit("no row for a size")
+    if dot and (threads, "bf16 GEMM on vdpbf16ps, 40 nt, % of the fp32 peak") not in rows:
+        sys.exit("no row for the bf16 GEMM on vdpbf16ps")
 if "reference: none (PyTorch not timed)" not in table or (out / "table.md").read_text() != table:
     sys.exit("header or table.md")
 PY
