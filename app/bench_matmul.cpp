@@ -497,18 +497,17 @@ int bench_matmul(const Args& args) {
                 << ",\"distinct\":" << results.size() << ",\"gflop\":" << json_number(total.flops / 1e9)
                 << ",\"ms\":" << json_number(total.seconds * 1e3) << ",\"gflops\":" << json_number(total.gflops());
       if (peak) std::cout << ",\"fraction_of_peak\":" << json_number(total.gflops() / peak->gflops);
-      if (total.torch_seconds) {
-        const double gflops = total.flops / *total.torch_seconds / 1e9;
-        std::cout << ",\"torch_ms\":" << json_number(*total.torch_seconds * 1e3) << ",\"torch_gflops\":" << json_number(gflops);
-        if (peak) std::cout << ",\"torch_fraction_of_peak\":" << json_number(gflops / peak->gflops);
-        std::cout << ",\"ratio\":" << json_number(*total.torch_seconds / total.seconds);
-      }
-      if (total.blis_seconds) {
-        const double gflops = total.flops / *total.blis_seconds / 1e9;
-        std::cout << ",\"blis_ms\":" << json_number(*total.blis_seconds * 1e3) << ",\"blis_gflops\":" << json_number(gflops);
-        if (peak) std::cout << ",\"blis_fraction_of_peak\":" << json_number(gflops / peak->gflops);
-        std::cout << ",\"blis_ratio\":" << json_number(*total.blis_seconds / total.seconds);
-      }
+      // The other side's figures, under its prefix; `ratio` is cotan's speed over its speed.
+      auto other = [&](const std::string& prefix, const char* ratio, std::optional<double> seconds) {
+        if (!seconds) return;
+        const double gflops = total.flops / *seconds / 1e9;
+        std::cout << ",\"" << prefix << "_ms\":" << json_number(*seconds * 1e3) << ",\"" << prefix
+                  << "_gflops\":" << json_number(gflops);
+        if (peak) std::cout << ",\"" << prefix << "_fraction_of_peak\":" << json_number(gflops / peak->gflops);
+        std::cout << ",\"" << ratio << "\":" << json_number(*seconds / total.seconds);
+      };
+      other("torch", "ratio", total.torch_seconds);
+      other("blis", "blis_ratio", total.blis_seconds);
       std::cout << "}";
     } else {
       std::cout << ",\"step\":null";

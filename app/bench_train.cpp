@@ -66,9 +66,6 @@ namespace {
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
 
-constexpr const char* kTeacher = BenchStep::kTeacher;
-constexpr const char* kStudent = BenchStep::kStudent;
-constexpr double kLearningRate = BenchStep::kLearningRate;
 // Eager steps of each OMP_WAIT_POLICY timed to choose between them (--torch-omp-wait auto).
 constexpr int kProbeSteps = 5;
 
@@ -162,7 +159,7 @@ int bench_train(const Args& args) {
   check(compute == DType::f32 || compute == DType::bf16, "bench train", "--dtype takes f32 or bf16, got ", compute);
   check(!(vm.count("torch") && compute != DType::f32), "bench train", "--torch compares with --dtype f32 only");
 
-  nn::ModelConfig student_config = nn::preset(kStudent);
+  nn::ModelConfig student_config = nn::preset(BenchStep::kStudent);
   try {
     student_config.attention.kind = nn::parse_attention_kind(vm["attention"].as<std::string>());
   } catch (const Error& e) {
@@ -174,7 +171,7 @@ int bench_train(const Args& args) {
   const bool full_n = nn::is_affine(student_config.attention.kind) && student_config.attention.affine_n == nn::AffineN::full;
   check(!(vm.count("torch") && full_n), "bench train", "--torch compares with --affine-n visible only");
   check(seq_len <= student_config.max_position_embeddings, "bench train", "--seq-len ", seq_len, " exceeds the ",
-        student_config.max_position_embeddings, " positions of ", kStudent);
+        student_config.max_position_embeddings, " positions of ", BenchStep::kStudent);
   const std::string kind(nn::name_of(student_config.attention.kind));
   const std::string phi(nn::name_of(student_config.attention.phi));
 
@@ -341,8 +338,8 @@ int bench_train(const Args& args) {
     std::cout << "{\"kind\":\"" << kind << "\"";
     if (nn::is_affine(student_config.attention.kind))
       std::cout << ",\"phi\":\"" << phi << "\",\"affine_n\":\"" << nn::name_of(student_config.attention.affine_n) << "\"";
-    std::cout << ",\"teacher\":\"" << kTeacher << "\",\"student\":\"" << kStudent << "\",\"teacher_params\":"
-              << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
+    std::cout << ",\"teacher\":\"" << BenchStep::kTeacher << "\",\"student\":\"" << BenchStep::kStudent
+              << "\",\"teacher_params\":" << teacher_params_count << ",\"student_params\":" << student_params << ",\"batch\":" << batch
               << ",\"seq_len\":" << seq_len << ",\"dtype\":\"" << dtype_name(compute) << "\",\"device\":\"" << to_string(device)
               << "\",\"threads\":" << threads << ",\"steps\":" << steps
               << ",\"warmup\":" << warmup << ",\"block\":" << block
@@ -381,14 +378,14 @@ int bench_train(const Args& args) {
     return 0;
   }
 
-  std::printf("distillation step: %s (%lld params, frozen, no_grad) -> %s (%lld params, attention %s%s)\n", kTeacher,
-              static_cast<long long>(teacher_params_count), kStudent, static_cast<long long>(student_params),
+  std::printf("distillation step: %s (%lld params, frozen, no_grad) -> %s (%lld params, attention %s%s)\n",
+              BenchStep::kTeacher, static_cast<long long>(teacher_params_count), BenchStep::kStudent, static_cast<long long>(student_params),
               kind.c_str(),
               nn::is_affine(student_config.attention.kind)
                   ? (", " + phi + (full_n ? ", affine_n full" : "")).c_str()
                   : "");
   std::printf("fkl tau 1, clip 1.0, AdamW lr %g; batch %lld x seq %lld = %.0f tokens/step, %s, on %s, %d threads\n",
-              kLearningRate, static_cast<long long>(batch), static_cast<long long>(seq_len), tokens_per_step,
+              BenchStep::kLearningRate, static_cast<long long>(batch), static_cast<long long>(seq_len), tokens_per_step,
               std::string(dtype_name(compute)).c_str(), to_string(device).c_str(), threads);
   std::printf("%s\n", host_line(threads).c_str());
   std::printf("median of %d steps after %d warm-up steps", steps, warmup);

@@ -18,12 +18,6 @@ std::mutex log_mutex;
 
 }  // namespace
 
-char operand_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= cols)) return 'n';
-  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= rows)) return 't';
-  return 'g';
-}
-
 ProductLog::ProductLog() {
   std::lock_guard lock(log_mutex);
   if (open_log.load() != nullptr) fail("product log", "another log is already recording; one at a time");

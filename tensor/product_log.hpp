@@ -14,15 +14,11 @@
 
 #include "tensor/device.hpp"
 #include "tensor/dtype.hpp"
+#include "tensor/shape.hpp"  // operand_layout
 
 namespace cotan {
 
 class Tensor;
-
-// How a product's operand [rows, cols] lies: 'n' with its rows contiguous (row-major), 't' with
-// its columns contiguous (the transpose of a row-major matrix: x W^T reads W so), 'g' neither
-// (general strides; the CPU kernel copies such an operand before the product).
-char operand_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
 // One product: C [batch..., m, n] (+)= A [batch..., m, k] B [batch..., k, n].
 struct ProductShape {

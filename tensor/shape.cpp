@@ -73,4 +73,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
+char operand_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= cols)) return 'n';
+  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= rows)) return 't';
+  return 'g';
+}
+
 }  // namespace cotan

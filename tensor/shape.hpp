@@ -31,6 +31,13 @@ std::vector<int64_t> normalize_axes(const std::vector<int64_t>& axes, int64_t nd
 // Numpy broadcasting of two shapes; throws "[op] shapes [..] and [..] cannot be broadcast".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
+// How a matrix [rows, cols] with these strides lies, as a GEMM reads it: 'n' with its rows
+// contiguous and apart by at least a row (row-major, leading dimension row_stride), 't' with its
+// columns so (the transpose of a row-major matrix: x W^T reads W so; leading dimension
+// col_stride), 'g' neither (general strides: a GEMM copies it first). A dim of size 1 takes any
+// stride; a single row or column reads as 'n'.
+char operand_layout(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
+
 }  // namespace cotan
 
 namespace std {

@@ -101,9 +101,11 @@ struct BlasOperand {
 // The layout of a rows x cols matrix with the given strides, if cuBLAS can read it as it is.
 std::optional<BlasOperand> blas_layout(const Tensor& t, int64_t rows, int64_t cols) {
   const int64_t rs = t.strides()[size_t(t.dim() - 2)], cs = t.strides()[size_t(t.dim() - 1)];
-  if ((cols == 1 || cs == 1) && (rows == 1 || rs >= cols)) return BlasOperand{t, false, rows == 1 ? cols : rs};
-  if ((rows == 1 || rs == 1) && (cols == 1 || cs >= rows)) return BlasOperand{t, true, cols == 1 ? rows : cs};
-  return std::nullopt;
+  switch (operand_layout(rows, cols, rs, cs)) {
+    case 'n': return BlasOperand{t, false, rows == 1 ? cols : rs};
+    case 't': return BlasOperand{t, true, cols == 1 ? rows : cs};
+    default: return std::nullopt;
+  }
 }
 
 // t as cuBLAS can read it: itself, or a row-major copy whose broadcast batch dims keep stride 0.

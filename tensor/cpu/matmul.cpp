@@ -1025,11 +1025,11 @@ struct Layout {
   int64_t leading;
 };
 std::optional<Layout> layout_of(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  if ((cols == 1 || col_stride == 1) && (rows == 1 || row_stride >= cols))
-    return Layout{true, rows == 1 ? cols : row_stride};
-  if ((rows == 1 || row_stride == 1) && (cols == 1 || col_stride >= rows))
-    return Layout{false, cols == 1 ? rows : col_stride};
-  return std::nullopt;
+  switch (operand_layout(rows, cols, row_stride, col_stride)) {
+    case 'n': return Layout{true, rows == 1 ? cols : row_stride};
+    case 't': return Layout{false, cols == 1 ? rows : col_stride};
+    default: return std::nullopt;
+  }
 }
 
 // A copy of x converted to T, its last two dims row-major; batch dims of stride 0 keep stride 0,
