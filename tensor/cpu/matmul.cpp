@@ -8,7 +8,9 @@
 //     type and either a K chunk of it fits in half of L2 or A has few rows, when the micro-kernel
 //     reads it in place too; a register-blocked MR x NR
 //     micro-kernel runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2:
-//     6 x 16, 6 x 8).
+//     6 x 16, 6 x 8). A product of at most MR rows (a decoding step's x W^T) reads B only once:
+//     B is never packed whole there but read in place or packed a few panels at a time just
+//     before use, and one or two rows run on a kernel that sums several panels at once.
 //     Packing reads any strides and converts bf16 to f32 (or, with AVX512_BF16 and
 //     COTAN_GEMM_BF16=avx512_bf16, packs it in pairs along K for a vdpbf16ps micro-kernel, see
 //     Simd<Bf16Pairs>), so no operand is ever copied whole;
@@ -24,11 +26,12 @@
 // which depends only on the dtype and this machine's L2 size (read once per process), never on
 // the thread count or the shapes; an output element is the micro-kernel's sequential FMA sum over
 // each chunk, added to C chunk by chunk in order. How rows, columns and batches are spread across
-// tasks, whether B is packed, and which micro-kernel height serves a short row panel never change
-// that sum, and K is never split across threads. The bits can differ between machines with
-// different L2 sizes. (bf16 on the opt-in vdpbf16ps kernel takes each chunk in the order 1, 0,
-// 3, 2, ... of K, with subnormals flushed: other bits, equally fixed; see Simd<Bf16Pairs>.) Eigen: the row blocks depend only on the shapes, and Eigen's own blocking
-// only on each block's shape.
+// tasks, whether B is packed, which micro-kernel height serves a short row panel and how many
+// panels of B it sums at once never change that sum, and K is never split across threads. The
+// bits can differ between machines with different L2 sizes. (bf16 on the opt-in vdpbf16ps
+// kernel takes each chunk in the order 1, 0, 3, 2, ... of K, with subnormals flushed: other
+// bits, equally fixed; see Simd<Bf16Pairs>.) Eigen: the row blocks depend only on the shapes,
+// and Eigen's own blocking only on each block's shape.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -488,6 +491,53 @@ void micro_kernel_in_place_a(int64_t kc, const T* a, int64_t lda, const T* b, in
 #endif
 }
 
+// Products of one or two rows (a decoding step's x W^T) run R x 2G accumulators across G panels
+// of B side by side, G = kWidePanels / R: on one panel, a single row's sums are only two FMA
+// chains, each waiting out the latency of its last FMA (two FMA ports of latency 4 need eight).
+constexpr int64_t kWidePanels = 4;
+
+// C[R x cols] = (first ? 0 : C) + A B for R <= 2 rows of packed A (kc steps of kMR) and the G
+// panels of B that hold cols <= G * NR columns: panel g at b + g * panel_stride, its kc rows ldb
+// apart (packed: panel_stride = kc * NR, ldb = NR; or B in place: NR and B's row stride, its
+// columns past `cols` not read). Each element's sum is micro_kernel's FMA chain, so its bits are
+// those of any other product that holds the same row and column.
+template <class T, int64_t R>
+[[gnu::noinline, gnu::flatten]] void micro_kernel_wide(int64_t kc, const Packed<T>* __restrict a,
+                                                       const Packed<T>* __restrict b, int64_t panel_stride,
+                                                       int64_t ldb, Out<T>* c, int64_t ldc, int64_t rows,
+                                                       int64_t cols, bool first) {
+  using S = Simd<T>;
+  using V = typename S::V;
+  constexpr int64_t W = S::kWidth, NR = kNR<T>, L = 2 * (kWidePanels / R);  // registers per row
+  V acc[R][L];
+  unroll<R>([&](auto i) { unroll<L>([&](auto l) { acc[i][l] = S::zero(); }); });
+  auto sum = [&](auto load_b) {
+    for (int64_t p = 0; p < kc; ++p, a += kMR, b += ldb) {
+      V bl[L];
+      unroll<L>([&](auto l) { bl[l] = load_b(b + l / 2 * panel_stride + l % 2 * W, l); });
+      unroll<R>([&](auto i) {
+        const V ai = S::broadcast(a + i);
+        unroll<L>([&](auto l) { acc[i][l] = S::fma(ai, bl[l], acc[i][l]); });
+      });
+    }
+  };
+  // Register l holds columns l * W ... (NR = 2W).
+  if (cols == L * W) sum([](const Packed<T>* p, int64_t) { return S::load(p); });
+  else sum([&](const Packed<T>* p, int64_t l) { return S::load_first(p, std::clamp<int64_t>(cols - l * W, 0, W)); });
+  static_assert(NR == 2 * W);
+
+  unroll<R>([&](auto i) {
+    if (i >= rows) return;
+    Out<T>* ci = c + i * ldc;
+    unroll<L>([&](auto l) {
+      const int64_t lanes = std::min(W, cols - l * W);
+      if (lanes == W) S::store(ci + l * W, first ? acc[i][l] : S::add(S::load(ci + l * W), acc[i][l]));
+      else if (lanes > 0)
+        S::store_first(ci + l * W, first ? acc[i][l] : S::add(S::load_first(ci + l * W, lanes), acc[i][l]), lanes);
+    });
+  });
+}
+
 // The micro-kernel for a panel of `rows` <= kMR rows: the smallest R that holds them.
 template <class T>
 void micro_kernel_rows(int64_t kc, const Packed<T>* a, const Packed<T>* b, int64_t ldb, Out<T>* c, int64_t ldc,
@@ -898,22 +948,35 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // packed B (256x257x192 nn: 264 -> 335). A larger B is packed: read in place, its rows (row
   // stride apart) compete for few cache sets (4 KiB apart: 64 of L2's 2048 sets) and come from L3
   // each time; unpacked, 2048x512x2048 ran at 179 GFLOP/s instead of 421, 1024x1536x1536 at 200
-  // instead of 398, 1000^3 at 350 instead of 409. The AVX2 kernel always packs: it wants a row
-  // every 6 cycles and slowed to a third unpacked at 4096 squares.
+  // instead of 398, 1000^3 at 350 instead of 409. The AVX2 kernel packs (but for one row
+  // panel, below): it wants a row every 6 cycles and slowed to a third unpacked at 4096 squares.
   // With few rows, B is read only a few times and packing it costs more than it saves, even when
   // it is large, unless its rows are a multiple of 2 KiB apart and it is read more than once
   // (2 threads, in place vs packed, GFLOP/s): one row panel, 9x700x2000 114 vs 73, 1x4096x4096
   // 10.1 vs 8.5; up to 8 panels, 28x768x768 368 vs 219, 64x768x3072 288 vs 262; but 42x4096x1024
   // 154 vs 229 and 64x2048x2048 138 vs 270; at 10-19 panels (128-256 rows) both are within 5%.
+  // One row panel (M <= MR, as in a decoding step's x W^T) reads B once whatever is done, so B is
+  // never packed whole there: it is read in place when it can be (the AVX2 kernel too), and
+  // otherwise each panel of B is packed right before the micro-kernel reads it, into a buffer of
+  // one K chunk that stays in L1/L2. Packed whole, B was written out and read back from L3 or
+  // memory: 2 threads on Zen 3, 1x2048x2048 took 0.91 ms as x W^T (now 0.46) and 1.06 ms with B
+  // row-major (now 0.21; PyTorch 0.33 and 0.48).
+  const bool one_panel = row_panels == 1;
   const int64_t b_row_bytes = b.row_stride * int64_t(sizeof(T));
-  const bool few_rows = row_panels == 1 || (row_panels <= 8 && b_row_bytes % 2048 != 0);
-  const bool direct_b = kReadBInPlace && std::is_same_v<S, T> && b.col_stride == 1 &&
-                        (few_rows || std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes);
+  const bool few_rows = one_panel || (row_panels <= 8 && b_row_bytes % 2048 != 0);
+  // (In place on AVX2 only for micro_kernel_wide: the AVX2 micro_kernel always reads packed
+  // panels, ldb == NR, and GCC 12 compiles it to the measured, register-only loop only when it
+  // can see that.)
+  const bool direct_b = std::is_same_v<S, T> && b.col_stride == 1 &&
+                        ((one_panel && (kReadBInPlace || m <= 2)) ||
+                         (kReadBInPlace && (few_rows || std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes)));
+  const bool stream_b = one_panel && !direct_b;
   const Elem* b_direct = nullptr;
   if constexpr (std::is_same_v<S, Elem>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
-  const int64_t nc_max =
-      direct_b ? n : std::max<int64_t>(NR, blocks.packed_b_bytes / int64_t(sizeof(Elem)) / depth(k) / NR * NR);
+  const int64_t nc_max = direct_b || stream_b
+                             ? n
+                             : std::max<int64_t>(NR, blocks.packed_b_bytes / int64_t(sizeof(Elem)) / depth(k) / NR * NR);
 
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);
@@ -921,7 +984,7 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
     // Packed B, by K chunk, then by panel: chunk p starts at depth(p * KC) * panels * NR and holds
     // `panels` panels of depth(kc) x NR.
     std::optional<Buffer<Elem>> packed_b;
-    if (!direct_b) {
+    if (!direct_b && !stream_b) {
       packed_b.emplace(panels * NR * depth(k));
       auto pack_b = [&](int64_t q0, int64_t q1) {
         const int64_t j0 = jc + q0 * NR, cols = std::min(q1 * NR, nc) - q0 * NR;
@@ -947,8 +1010,12 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       const int64_t j1 = std::min(nc, part_begin(panels, col_tiles, ct + 1) * NR);
       // With rows_a, full panels read A's rows in place and only a last, short panel is packed.
       const int64_t full_rows = rows_a ? mc / MR * MR : 0;
-      std::optional<Buffer<Elem>> own_a;
+      std::optional<Buffer<Elem>> own_a, own_b;
       if (!shared_a && full_rows < mc) own_a.emplace((mc - full_rows + MR - 1) / MR * MR * depth(std::min(k, KC)));
+      if (stream_b) own_b.emplace(kWidePanels * NR * depth(std::min(k, KC)));
+      // Panels of B per micro-kernel call: with one row panel of one or two rows, several
+      // (micro_kernel_wide); otherwise one.
+      const int64_t group = one_panel && mc <= 2 ? kWidePanels / mc : 1;
       for (int64_t p = 0; p < k_blocks; ++p) {
         const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
         const Elem* chunk_a = shared_a ? whole_a->get() + depth(k0) * row_panels * MR : own_a ? own_a->get() : nullptr;
@@ -956,12 +1023,25 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
         const T* rows_of_a = nullptr;  // with rows_a: A's rows of this tile, from column k0
         if constexpr (std::is_same_v<S, T>)
           if (rows_a) rows_of_a = a.data + i0 * a.row_stride + k0;
-        for (int64_t jr = j0; jr < j1; jr += NR) {
+        for (int64_t jr = j0; jr < j1; jr += group * NR) {
+          const int64_t cols = std::min(group * NR, j1 - jr);
           const Elem* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
-                                      : packed_b->get() + depth(k0) * panels * NR + jr * depth(kc);
-          const int64_t ldb = direct_b ? b.row_stride : NR;
-          const int64_t cols = std::min(NR, j1 - jr);
+                                : stream_b ? own_b->get()
+                                           : packed_b->get() + depth(k0) * panels * NR + jr * depth(kc);
+          if (stream_b)
+            pack_kernel_panels<NR, Kernel>(own_b->get(), b.data + k0 * b.row_stride + (jc + jr) * b.col_stride,
+                                           b.col_stride, b.row_stride, cols, kc);
           T* c_panel = c + i0 * n + jc + jr;
+          if (group > 1) {  // one row panel of mc <= 2 rows (shared A)
+            const int64_t panel_stride = direct_b ? NR : depth(kc) * NR, ldb = direct_b ? b.row_stride : NR;
+            const bool first = p == 0 && !accumulate;
+            if (mc == 1)
+              micro_kernel_wide<Kernel, 1>(depth(kc), chunk_a, panel_b, panel_stride, ldb, c_panel, n, mc, cols, first);
+            else
+              micro_kernel_wide<Kernel, 2>(depth(kc), chunk_a, panel_b, panel_stride, ldb, c_panel, n, mc, cols, first);
+            continue;
+          }
+          const int64_t ldb = kReadBInPlace && direct_b ? b.row_stride : NR;
           if constexpr (kHasRowsAKernel<T> && std::is_same_v<Elem, T>)
             for (int64_t ir = 0; ir < full_rows; ir += MR)
               micro_kernel_in_place_a<T>(kc, rows_of_a + ir * a.row_stride, a.row_stride, panel_b, ldb, c_panel + ir * n,

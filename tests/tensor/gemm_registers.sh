@@ -1,7 +1,8 @@
 #!/bin/sh
 # The CPU GEMM's main micro-kernels keep their accumulators in registers. Counts the vector
 # loads and stores at %rsp in this build's micro_kernel of the most rows (14 with AVX-512, 6
-# with AVX2; f32, f64 and, built for AVX512_BF16, the bf16 pairs) and in micro_kernel_rows_a;
+# with AVX2; f32, f64 and, built for AVX512_BF16, the bf16 pairs), in micro_kernel_rows_a and
+# in the f32 (and bf16 pairs) micro_kernel_wide of one and two rows;
 # more than a few means the compiler spilled the accumulators (GCC 13.3 did, without the flatten
 # in tensor/cpu/matmul.cpp: 21 stores per K step, the GEMM at a third of its speed). Skips (77)
 # a build without the packed GEMM (Eigen).
@@ -22,6 +23,9 @@ awk '
   /^[0-9a-f]+ <.*>:$/ {
     name = ""
     if ($0 ~ /micro_kernel_rows_a\(/) { name = "rows_a"; rows = 0 }
+    else if (match($0, /micro_kernel_wide<(float|[a-z:]*\(anonymous namespace\)::Bf16Pairs), [0-9]+l/)) {
+      name = substr($0, RSTART, RLENGTH) ">"; rows = 0
+    }
     else if (match($0, /micro_kernel<(float|double|[a-z:]*\(anonymous namespace\)::Bf16Pairs), [0-9]+l/)) {
       split(substr($0, RSTART, RLENGTH), part, ", "); rows = part[2] + 0
       name = substr($0, RSTART, RLENGTH) ">"
@@ -34,7 +38,7 @@ awk '
     if (most == 0) { print "no packed GEMM micro-kernels (Eigen build)"; exit 77 }
     bad = 0
     for (k in count) {
-      if (k != "rows_a" && rows_of[k] != most) continue
+      if (rows_of[k] != 0 && rows_of[k] != most) continue
       printf "%-28s %d vector accesses to the stack\n", k, count[k]
       if (count[k] > 8) bad = 1
     }

@@ -513,12 +513,76 @@ TEST_CASE("matmul: the same bits with 1 and 2 threads") {
       // weight gradient and as x W^T.
       {column_major<bf16>({128, 2101}), random_tensor<bf16>({2101, 384})},
       {random_tensor<bf16>({517, 2101}), column_major<bf16>({2101, 389})},
+      // A decoding step's x W^T and a row against B in place: one row, its columns split
+      // across threads, B packed a few panels at a time (or read in place).
+      {random_tensor<float>({1, 2100}), column_major<float>({2100, 389})},
+      {random_tensor<bf16>({2, 2101}), column_major<bf16>({2101, 389})},
+      {random_tensor<float>({1, 2100}), random_tensor<float>({2100, 389})},
   };
   for (const auto& [a, b] : cases) {
     CAPTURE(a.shape());
     CAPTURE(b.shape());
     CHECK(with_threads(1, a, b) == with_threads(2, a, b));
   }
+}
+
+namespace {
+
+// Rows [r0, r0 + rows) of the [m, k] matrix in `storage`, row-major (strides {k, 1}) or
+// column-major ({1, m}): a view whose rows are those of the whole matrix.
+Tensor rows_of(const Tensor& storage, bool row_major, int64_t m, int64_t k, int64_t r0, int64_t rows) {
+  return storage.as_strided({rows, k}, row_major ? Strides{k, 1} : Strides{1, m}, row_major ? r0 * k : r0);
+}
+
+}  // namespace
+
+// Products of one or two rows (a decoding step's x W^T) run on their own paths: B read in place
+// or packed a few panels at a time, on a kernel that sums several panels at once. Each element
+// must still be the packed GEMM's FMA chain, so those rows alone give the bits of the same rows
+// of a taller product, which runs on the ordinary micro-kernels.
+TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a taller product") {
+  const cpu::GemmInfo info = cpu::gemm_info();
+  if (info.kernel == "eigen") {
+    MESSAGE("Eigen's blocking depends on the rows of a product: nothing to check in this build");
+    return;
+  }
+  // K across three chunks (ragged), N across several groups of panels with a ragged end.
+  const int64_t m = 3 * info.mr + 2, k = 2 * info.kc_f32 + 37, n = 9 * info.nr_f32 + 5;
+  auto check = [&]<class T>(T, bool a_row_major, bool b_row_major) {
+    CAPTURE(dtype_v<T>);
+    CAPTURE(a_row_major);
+    CAPTURE(b_row_major);
+    const Tensor a_storage = random_storage<T>(m * k);
+    const Tensor a = rows_of(a_storage, a_row_major, m, k, 0, m);
+    const Tensor b = b_row_major ? random_tensor<T>({k, n}) : column_major<T>({k, n});
+    const Tensor c0 = random_tensor<T>({m, n});
+    for (size_t threads : {1, 2}) {
+      CAPTURE(threads);
+      tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+      const std::vector<uint8_t> whole = bytes(cpu_backend().matmul(a, b));
+      Tensor whole_acc = Tensor::empty({m, n}, dtype_v<T>);
+      std::memcpy(whole_acc.data_ptr(), c0.data_ptr(), c0.nbytes());
+      cpu_backend().matmul_accumulate(a, b, whole_acc);
+      const size_t row_bytes = size_t(n) * sizeof(T);
+      for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {m - 1, 1}, {5, 2}, {m - 2, 2}}) {
+        CAPTURE(r0);
+        CAPTURE(rows);
+        const std::vector<uint8_t> part = bytes(cpu_backend().matmul(rows_of(a_storage, a_row_major, m, k, r0, rows), b));
+        CHECK(std::equal(part.begin(), part.end(), whole.begin() + r0 * row_bytes));
+        Tensor part_acc = Tensor::empty({rows, n}, dtype_v<T>);
+        std::memcpy(part_acc.data_ptr(), static_cast<const uint8_t*>(c0.data_ptr()) + r0 * row_bytes, rows * row_bytes);
+        cpu_backend().matmul_accumulate(rows_of(a_storage, a_row_major, m, k, r0, rows), b, part_acc);
+        CHECK(std::memcmp(part_acc.data_ptr(), static_cast<const uint8_t*>(whole_acc.data_ptr()) + r0 * row_bytes,
+                          rows * row_bytes) == 0);
+      }
+    }
+  };
+  for (bool a_row_major : {true, false})
+    for (bool b_row_major : {true, false}) {
+      check(0.0f, a_row_major, b_row_major);
+      check(0.0, a_row_major, b_row_major);
+      check(bf16(), a_row_major, b_row_major);
+    }
 }
 
 TEST_CASE("matmul: gemm_info's K chunk is where the f32 sums restart") {
