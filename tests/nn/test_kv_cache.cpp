@@ -1,7 +1,8 @@
 // Incremental decoding (nn/kv_cache.hpp): for every attention kind, with GQA and q/k/v biases,
 // prefill and single-token decode steps give the logits that the full forward pass gives on the
 // whole sequence at each step, in f64 and f32, for equal and ragged prompts, on the CPU and on
-// cuda:0 through the emulator; and the cache's errors.
+// cuda:0 through the emulator; a row's logits bit for bit alone and in a batch (CPU); and the
+// cache's errors.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -218,4 +219,46 @@ TEST_CASE("the cache's errors") {
   std::tie(ps, st) = ablation.init(gen);
   CHECK(error_of([&] { ablation.prefill(prompts({3}, 13, 1), ps, st, cache); }) ==
         "[prefill] affine_n 'full' divides by the whole sequence length: cached decoding needs affine_n 'visible'");
+}
+
+// Batch invariance: the GEMM sums each output in one FMA chain whatever the number of rows (one
+// row runs on its own kernel when decoded alone), and everything else works row by row.
+TEST_CASE("a row decodes to the same bits alone and in a batch, on the CPU") {
+  for (const AttentionKindInfo& info : attention_kinds()) {
+    const AttentionKind kind = info.kind;
+    CAPTURE(name_of(kind));
+    for (DType dtype : {DType::f64, DType::f32}) {
+      CAPTURE(dtype);
+      Model m = random_model(kind, dtype, 51);
+      for (const auto& lengths : {std::vector<int64_t>{4, 4, 4}, std::vector<int64_t>{2, 6, 1, 4}}) {
+        const auto rows = prompts(lengths, 13, 52);
+        Generator gen(53);
+        std::vector<std::vector<int32_t>> next;
+        for (int64_t s = 0; s < 4; ++s) next.push_back(random_tokens(int64_t(rows.size()), 13, gen));
+        // Logits of every step, [batch, V] each.
+        auto decode = [&](const std::vector<std::vector<int32_t>>& batch, const std::vector<size_t>& which) {
+          KVCache cache;
+          std::vector<Tensor> out{m.lm.prefill(batch, m.ps, m.st, cache)};
+          for (const auto& step : next) {
+            std::vector<int32_t> tokens;
+            for (size_t r : which) tokens.push_back(step[r]);
+            out.push_back(m.lm.decode_step(from_vector(tokens, {int64_t(tokens.size()), 1}), m.ps, m.st, cache));
+          }
+          return out;
+        };
+        std::vector<size_t> all(rows.size());
+        for (size_t r = 0; r < rows.size(); ++r) all[r] = r;
+        const auto together = decode(rows, all);
+        for (size_t r = 0; r < rows.size(); ++r) {
+          CAPTURE(r);
+          const auto alone = decode({rows[r]}, {r});
+          for (size_t s = 0; s < together.size(); ++s) {
+            CAPTURE(s);
+            const Tensor a = slice(together[s], 0, int64_t(r), int64_t(r) + 1);
+            CHECK(max_abs_diff(a, alone[s]) == 0.0);
+          }
+        }
+      }
+    }
+  }
 }
