@@ -1070,7 +1070,9 @@ void matmul_batch(const Tensor& a, const Tensor& b, const Tensor& out, int64_t m
   // Read here, on the calling thread: a COTAN_GEMM_BF16 this build cannot honour is an error.
   [[maybe_unused]] const bool pairs = std::is_same_v<S, bf16> && bf16_pairs();
   const ComputeOutput<S> c(out);
-  for_each_product(int64_t(a_offsets.size()), m * n * k, [&](int64_t i, bool split) {
+  // A product of fewer than MR rows is bound by reading B, not by its FMAs: it costs about what
+  // a whole row panel would, and is split across threads as one.
+  for_each_product(int64_t(a_offsets.size()), std::max(m, kMR) * n * k, [&](int64_t i, bool split) {
     Operand<S> ai{a_data + a_offsets[size_t(i)], a.strides()[size_t(nd - 2)], a.strides()[size_t(nd - 1)]};
     Operand<S> bi{b_data + b_offsets[size_t(i)], b.strides()[size_t(nd - 2)], b.strides()[size_t(nd - 1)]};
 #ifdef __AVX512BF16__
