@@ -37,6 +37,9 @@ KVCache KVCache::repeat(int64_t rows) const {
     layer.k = widen(layer.k);
     layer.v = widen(layer.v);
     layer.u = widen(layer.u);
+    // The rows share one row's slots: the next step writes them into buffers of their own.
+    layer.k_buffer = layer.v_buffer = Tensor();
+    layer.filled.reset();
   }
   out.prompt_lengths.assign(size_t(rows), prompt_lengths[0]);
   return out;
@@ -131,6 +134,38 @@ Tensor cached_attention(const CachedAttentionSpec& c) {
 
 // ---- the layers ----
 
+namespace {
+
+// cache.k and cache.v += k and v [B, Hkv, Tq, d] along the slots: written into the buffers' spare
+// slots when they have enough and no other copy of the cache has written there, else into new
+// buffers of twice the slots (at most max_slots, at least S + Tq), the S cached slots copied once.
+void append_slots(LayerCache& cache, const Tensor& k, const Tensor& v, int64_t max_slots) {
+  const int64_t s = cache.k.defined() ? cache.k.size(2) : 0, tq = k.size(2);
+  const bool in_place = cache.k_buffer.defined() && cache.filled && *cache.filled == s &&
+                        s + tq <= cache.k_buffer.size(2) && cache.k_buffer.size(0) == k.size(0);
+  if (!in_place) {
+    int64_t capacity = std::max(s + tq, 2 * s);
+    if (max_slots > 0) capacity = std::max(s + tq, std::min(capacity, max_slots));
+    Shape shape = k.shape();
+    shape[2] = capacity;
+    Tensor k_buffer = Tensor::empty(shape, k.dtype(), k.device()), v_buffer = Tensor::empty(shape, v.dtype(), v.device());
+    if (s > 0) {
+      backend(k.device()).assign(slice(k_buffer, 2, 0, s), cache.k);
+      backend(v.device()).assign(slice(v_buffer, 2, 0, s), cache.v);
+    }
+    cache.k_buffer = k_buffer;
+    cache.v_buffer = v_buffer;
+    cache.filled = std::make_shared<int64_t>(s);
+  }
+  backend(k.device()).assign(slice(cache.k_buffer, 2, s, s + tq), k);
+  backend(v.device()).assign(slice(cache.v_buffer, 2, s, s + tq), v);
+  *cache.filled = s + tq;
+  cache.k = slice(cache.k_buffer, 2, 0, s + tq);
+  cache.v = slice(cache.v_buffer, 2, 0, s + tq);
+}
+
+}  // namespace
+
 Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                          const CacheStep& step, LayerCache& cache) const {
   if (x.dim() != 3 || x.size(1) < 1 || x.size(2) != dim)
@@ -146,8 +181,7 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     k = k * step.real;
     v = v * step.real;
   }
-  cache.k = concat({cache.k, k}, 2);  // [B, Hkv, S + Tq, d]
-  cache.v = concat({cache.v, v}, 2);
+  append_slots(cache, k, v, step.max_slots);  // [B, Hkv, S + Tq, d]
 
   CachedAttentionSpec spec;
   spec.kind = kind().core;
@@ -306,6 +340,7 @@ Tensor CausalLM::prefill(const std::vector<std::vector<int32_t>>& prompts, const
     step.visible = holds(0, c1);
     step.count = from_vector(counts, {b, tq}, device);
     if (ragged) step.real = cast(reshape(holds(c0, c1), {b, 1, tq, 1}), dtype);
+    step.max_slots = limit;
     take_last(advance(chunk_ids(c0, c1), ps, eval, step, layers), c0, c1);
   }
   cache.layers = std::move(layers);
@@ -343,6 +378,7 @@ Tensor CausalLM::extend(const Tensor& ids, const Params& ps, const State& st, KV
   set_rope(step, blocks_[0].attention.rope, positions, b, tq, dtype, device);
   step.visible = cache.visible(device, tq);
   step.count = from_vector(counts, {b, tq}, device);
+  step.max_slots = limit;
   Tensor h = advance(ids, ps, evaluation(st), step, cache.layers);
   cache.steps += tq;
   return matmul(h, transpose(head));  // [B, Tq, V]

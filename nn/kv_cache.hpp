@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tensor/fused_ops.hpp"
@@ -29,6 +30,13 @@ namespace cotan::nn {
 struct LayerCache {
   Tensor k, v;  // [B, Hkv, S, d]: k after RoPE, v as projected; the model's dtype and device
   Tensor u;     // [B, Hkv, d], affine cores only: U, the sum of the row's cached v (its prefix sum)
+  // Where k and v live once a step has been appended: buffers [B, Hkv, capacity, d] whose first
+  // S slots k and v view, so that a step writes its new slots in place instead of copying the
+  // whole cache (the capacity doubles when full, up to the cache's limit). `filled` is shared by
+  // every copy of this cache: how many slots of the buffers hold data. A copy that is behind it
+  // (another continuation wrote there, or a refused step did) appends into new buffers.
+  Tensor k_buffer, v_buffer;
+  std::shared_ptr<int64_t> filled;
 };
 
 struct KVCache {
@@ -66,6 +74,7 @@ struct CacheStep {
   // [B, 1, Tq, 1] in the model's dtype: 1 where the new token is real, 0 where it pads a ragged
   // prefill chunk (its k and v are stored as zeros); undefined: every new token is real.
   Tensor real;
+  int64_t max_slots = 0;  // the cache's limit: its buffers never grow past it (0: none)
 };
 
 // The attention of Tq new queries against the cache (tensor/fused_ops.hpp, CachedAttentionSpec):

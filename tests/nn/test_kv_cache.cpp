@@ -262,3 +262,60 @@ TEST_CASE("a row decodes to the same bits alone and in a batch, on the CPU") {
     }
   }
 }
+
+// The slots live in buffers with spare room: a step writes its slot in place (the same storage
+// as before), the capacity doubles when full and never passes the cache's limit, and copies of
+// one cache that continue differently never see each other's slots.
+TEST_CASE("decode steps append in place, and copies of a cache continue independently") {
+  for (AttentionKind kind : {AttentionKind::softmax, AttentionKind::affine}) {
+    CAPTURE(name_of(kind));
+    Model m = random_model(kind, DType::f64, 61);
+    auto step = [&](KVCache& cache, std::vector<int32_t>& row, int32_t token) {
+      row.push_back(token);
+      return m.lm.decode_step(from_vector(std::vector<int32_t>{token}, {1, 1}), m.ps, m.st, cache);
+    };
+    std::vector<int32_t> row = prompts({5}, 13, 62)[0];
+    KVCache cache;
+    cache.max_length = 24;
+    m.lm.prefill({row}, m.ps, m.st, cache);
+    step(cache, row, 3);  // 6 slots: the first buffers, of 2 x 5 = 10 slots
+    auto layer = [&]() -> const LayerCache& { return cache.layers[1]; };  // each step replaces the layers
+    REQUIRE(layer().k_buffer.defined());
+    CHECK(layer().k_buffer.size(2) == 10);
+    Tensor before = layer().k;
+    for (int32_t t : {4, 5, 6, 7}) {  // slots 7 to 10: in place
+      const Tensor logits = step(cache, row, t);
+      CHECK(layer().k.same_storage(before));
+      CHECK(layer().v.same_storage(layer().v_buffer));
+      CHECK(layer().k.size(2) == int64_t(row.size()));
+      CHECK(max_abs_diff(logits, full_last_logits(m, row, Device::cpu())) <= 1e-12);
+    }
+    step(cache, row, 8);  // slot 11: buffers of 20 slots, the 10 cached ones copied
+    CHECK(!layer().k.same_storage(before));
+    CHECK(layer().k_buffer.size(2) == 20);
+    for (int32_t t = 0; t < 9; ++t) step(cache, row, t);  // 20 slots
+    CHECK(layer().k_buffer.size(2) == 20);
+    const Tensor last = step(cache, row, 1);  // slot 21: 24 slots, the limit, not 40
+    CHECK(layer().k_buffer.size(2) == 24);
+    CHECK(max_abs_diff(last, full_last_logits(m, row, Device::cpu())) <= 1e-12);
+
+    // Two copies of one cache, continued differently: each sees its own slots only, whichever
+    // writes first, and the first keeps going after the second has written into the buffers.
+    KVCache a;
+    std::vector<int32_t> row_a = prompts({4}, 13, 63)[0];
+    m.lm.prefill({row_a}, m.ps, m.st, a);
+    step(a, row_a, 2);
+    KVCache b = a;
+    std::vector<int32_t> row_b = row_a;
+    // Each step's logits against the full forward pass on the row it has grown.
+    auto check_step = [&](KVCache& cache_of, std::vector<int32_t>& row_of, int32_t token) {
+      const Tensor logits = step(cache_of, row_of, token);
+      CHECK(max_abs_diff(logits, full_last_logits(m, row_of, Device::cpu())) <= 1e-12);
+    };
+    check_step(a, row_a, 5);
+    check_step(b, row_b, 9);
+    CHECK(!b.layers[0].k.same_storage(a.layers[0].k));  // b was behind a: new buffers
+    check_step(a, row_a, 11);
+    check_step(b, row_b, 12);
+  }
+}
