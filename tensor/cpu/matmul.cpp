@@ -10,7 +10,8 @@
 //     micro-kernel runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2:
 //     6 x 16, 6 x 8). A product of at most MR rows (a decoding step's x W^T) reads B only once:
 //     B is never packed whole there but read in place or packed a few panels at a time just
-//     before use, and one or two rows run on a kernel that sums several panels at once.
+//     before use, one or two rows run on a kernel that sums several panels at once, and one row
+//     against a transposed B (x W^T) reads W's rows where they lie, transposing them in registers.
 //     Packing reads any strides and converts bf16 to f32 (or, with AVX512_BF16 and
 //     COTAN_GEMM_BF16=avx512_bf16, packs it in pairs along K for a vdpbf16ps micro-kernel, see
 //     Simd<Bf16Pairs>), so no operand is ever copied whole;
@@ -645,6 +646,35 @@ void pack_lines_transposed(float* __restrict dst, const S* src, int64_t line_str
         dst[k0 * P + l0 + i] = i < loaded ? float(src[(l0 + i) * line_stride + k0]) : 0.0f;
   }
 }
+
+// C[1 x W] = (first ? 0 : C) + a B for one row of packed A (kc steps, kMR apart) and W columns
+// of B given as lines along K (column j at b + j * line_stride, contiguous: W in x W^T), f32 or
+// bf16 widened as it is loaded (W = the f32 lanes of a register). W steps of the W lines at a
+// time are loaded, transposed in registers (transpose_square) and summed straight into one
+// accumulator: a one-row product reads B once, and packing it first (written out, read back)
+// cost more than the product. One line group at a time: lines a multiple of 4 KiB apart share
+// an L1 set, so more lines in flight evict each other (on Zen 3 at 2048 x 2048, two groups took
+// 1.6 times as long as one). Each element's sum is micro_kernel's FMA chain, in the same order.
+template <class S>
+[[gnu::noinline]] void micro_kernel_lines(int64_t kc, const float* __restrict a, const S* __restrict b,
+                                          int64_t line_stride, float* c, bool first) {
+  using F = Simd<float>;
+  constexpr int64_t W = F::kWidth;
+  typename F::V acc = F::zero();
+  int64_t k0 = 0;
+  for (; k0 + W <= kc; k0 += W) {
+    typename F::V v[W];
+    for (int64_t l = 0; l < W; ++l) v[l] = F::load(b + l * line_stride + k0);
+    transpose_square(v);
+    for (int64_t t = 0; t < W; ++t) acc = F::fma(F::broadcast(a + (k0 + t) * kMR), v[t], acc);
+  }
+  for (; k0 < kc; ++k0) {  // the last kc % W steps, one at a time
+    alignas(64) float column[W];
+    for (int64_t l = 0; l < W; ++l) column[l] = float(b[l * line_stride + k0]);
+    acc = F::fma(F::broadcast(a + k0 * kMR), F::load(column), acc);
+  }
+  F::store(c, first ? acc : F::add(F::load(c), acc));
+}
 #pragma GCC diagnostic pop
 
 // Packs `lines` lines of kc elements into panels of P lines: line l, element k goes to
@@ -971,6 +1001,10 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
                         ((one_panel && (kReadBInPlace || m <= 2)) ||
                          (kReadBInPlace && (few_rows || std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes)));
   const bool stream_b = one_panel && !direct_b;
+  // One row against B's columns as lines along K (x W^T), f32 or bf16: micro_kernel_lines reads
+  // them where they lie, W columns at a time; a last, narrower group is packed.
+  constexpr bool kLinesKernel = std::is_same_v<Kernel, float> && (std::is_same_v<S, float> || std::is_same_v<S, bf16>);
+  const bool lines_b = kLinesKernel && stream_b && m == 1 && b.row_stride == 1;
   const Elem* b_direct = nullptr;
   if constexpr (std::is_same_v<S, Elem>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
@@ -1023,7 +1057,15 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
         const T* rows_of_a = nullptr;  // with rows_a: A's rows of this tile, from column k0
         if constexpr (std::is_same_v<S, T>)
           if (rows_a) rows_of_a = a.data + i0 * a.row_stride + k0;
-        for (int64_t jr = j0; jr < j1; jr += group * NR) {
+        int64_t j_packed = j0;  // columns from here on go through packed panels
+        if constexpr (kLinesKernel) {
+          constexpr int64_t W = Simd<float>::kWidth;
+          if (lines_b)
+            for (; j_packed + W <= j1; j_packed += W)
+              micro_kernel_lines(kc, chunk_a, b.data + k0 + (jc + j_packed) * b.col_stride, b.col_stride,
+                                 c + i0 * n + jc + j_packed, p == 0 && !accumulate);
+        }
+        for (int64_t jr = j_packed; jr < j1; jr += group * NR) {
           const int64_t cols = std::min(group * NR, j1 - jr);
           const Elem* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
                                 : stream_b ? own_b->get()

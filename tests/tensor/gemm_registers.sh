@@ -1,11 +1,12 @@
 #!/bin/sh
-# The CPU GEMM's main micro-kernels keep their accumulators in registers. Counts the vector
-# loads and stores at %rsp in this build's micro_kernel of the most rows (14 with AVX-512, 6
-# with AVX2; f32, f64 and, built for AVX512_BF16, the bf16 pairs), in micro_kernel_rows_a and
-# in the f32 (and bf16 pairs) micro_kernel_wide of one and two rows;
-# more than a few means the compiler spilled the accumulators (GCC 13.3 did, without the flatten
-# in tensor/cpu/matmul.cpp: 21 stores per K step, the GEMM at a third of its speed). Skips (77)
-# a build without the packed GEMM (Eigen).
+# The CPU GEMM's main micro-kernels keep their accumulators in registers. Counts the ymm and zmm
+# loads and stores at %rsp (the accumulators' width; a scalar tail's xmm are not spills) in this
+# build's micro_kernel of the most rows (14 with AVX-512, 6 with AVX2; f32, f64 and, built for
+# AVX512_BF16, the bf16 pairs), in micro_kernel_rows_a, in the f32 (and bf16 pairs)
+# micro_kernel_wide of one and two rows and in micro_kernel_lines; more than a few means the
+# compiler spilled the accumulators (GCC 13.3 did, without the flatten in tensor/cpu/matmul.cpp:
+# 21 stores per K step, the GEMM at a third of its speed). Skips (77) a build without the packed
+# GEMM (Eigen).
 #   gemm_registers.sh LIBCOTAN_A            (or an object file of tensor/cpu/matmul.cpp)
 set -u
 input=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -26,6 +27,7 @@ awk '
     else if (match($0, /micro_kernel_wide<(float|[a-z:]*\(anonymous namespace\)::Bf16Pairs), [0-9]+l/)) {
       name = substr($0, RSTART, RLENGTH) ">"; rows = 0
     }
+    else if (match($0, /micro_kernel_lines<(float|cotan::bf16)>\(/)) { name = substr($0, RSTART, RLENGTH - 1); rows = 0 }
     else if (match($0, /micro_kernel<(float|double|[a-z:]*\(anonymous namespace\)::Bf16Pairs), [0-9]+l/)) {
       split(substr($0, RSTART, RLENGTH), part, ", "); rows = part[2] + 0
       name = substr($0, RSTART, RLENGTH) ">"
@@ -33,7 +35,7 @@ awk '
     if (name != "") { count[name] += 0; rows_of[name] = rows; if (rows > most) most = rows }
     next
   }
-  name != "" && /[xyz]mm/ && /\(%rsp\)/ { count[name]++ }
+  name != "" && /[yz]mm/ && /\(%rsp\)/ { count[name]++ }
   END {
     if (most == 0) { print "no packed GEMM micro-kernels (Eigen build)"; exit 77 }
     bad = 0
