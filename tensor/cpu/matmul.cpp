@@ -989,7 +989,7 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // never packed whole there: it is read in place when it can be (the AVX2 kernel too), and
   // otherwise each panel of B is packed right before the micro-kernel reads it, into a buffer of
   // one K chunk that stays in L1/L2. Packed whole, B was written out and read back from L3 or
-  // memory: 2 threads on Zen 3, 1x2048x2048 took 0.91 ms as x W^T (now 0.46) and 1.06 ms with B
+  // memory: 2 threads on Zen 3, 1x2048x2048 took 0.91 ms as x W^T (now 0.43) and 1.06 ms with B
   // row-major (now 0.21; PyTorch 0.33 and 0.48).
   const bool one_panel = row_panels == 1;
   const int64_t b_row_bytes = b.row_stride * int64_t(sizeof(T));
