@@ -148,7 +148,8 @@ void append_slots(LayerCache& cache, const Tensor& k, const Tensor& v, int64_t m
     if (max_slots > 0) capacity = std::max(s + tq, std::min(capacity, max_slots));
     Shape shape = k.shape();
     shape[2] = capacity;
-    Tensor k_buffer = Tensor::empty(shape, k.dtype(), k.device()), v_buffer = Tensor::empty(shape, v.dtype(), v.device());
+    Tensor k_buffer = Tensor::empty(shape, k.dtype(), k.device());
+    Tensor v_buffer = Tensor::empty(shape, v.dtype(), v.device());
     if (s > 0) {
       backend(k.device()).assign(slice(k_buffer, 2, 0, s), cache.k);
       backend(v.device()).assign(slice(v_buffer, 2, 0, s), cache.v);

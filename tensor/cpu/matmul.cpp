@@ -997,9 +997,9 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // (In place on AVX2 only for micro_kernel_wide: the AVX2 micro_kernel always reads packed
   // panels, ldb == NR, and GCC 12 compiles it to the measured, register-only loop only when it
   // can see that.)
+  const bool b_chunk_fits = std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes;
   const bool direct_b = std::is_same_v<S, T> && b.col_stride == 1 &&
-                        ((one_panel && (kReadBInPlace || m <= 2)) ||
-                         (kReadBInPlace && (few_rows || std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes)));
+                        ((one_panel && (kReadBInPlace || m <= 2)) || (kReadBInPlace && (few_rows || b_chunk_fits)));
   const bool stream_b = one_panel && !direct_b;
   // One row against B's columns as lines along K (x W^T), f32 or bf16: micro_kernel_lines reads
   // them where they lie, W columns at a time; a last, narrower group is packed.
@@ -1008,9 +1008,8 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const Elem* b_direct = nullptr;
   if constexpr (std::is_same_v<S, Elem>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
-  const int64_t nc_max = direct_b || stream_b
-                             ? n
-                             : std::max<int64_t>(NR, blocks.packed_b_bytes / int64_t(sizeof(Elem)) / depth(k) / NR * NR);
+  const int64_t packed_columns = blocks.packed_b_bytes / int64_t(sizeof(Elem)) / depth(k) / NR * NR;
+  const int64_t nc_max = direct_b || stream_b ? n : std::max<int64_t>(NR, packed_columns);
 
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);

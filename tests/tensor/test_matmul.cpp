@@ -567,11 +567,12 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
       for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {m - 1, 1}, {5, 2}, {m - 2, 2}}) {
         CAPTURE(r0);
         CAPTURE(rows);
-        const std::vector<uint8_t> part = bytes(cpu_backend().matmul(rows_of(a_storage, a_row_major, m, k, r0, rows), b));
+        const Tensor a_rows = rows_of(a_storage, a_row_major, m, k, r0, rows);
+        const std::vector<uint8_t> part = bytes(cpu_backend().matmul(a_rows, b));
         CHECK(std::equal(part.begin(), part.end(), whole.begin() + r0 * row_bytes));
         Tensor part_acc = Tensor::empty({rows, n}, dtype_v<T>);
         std::memcpy(part_acc.data_ptr(), static_cast<const uint8_t*>(c0.data_ptr()) + r0 * row_bytes, rows * row_bytes);
-        cpu_backend().matmul_accumulate(rows_of(a_storage, a_row_major, m, k, r0, rows), b, part_acc);
+        cpu_backend().matmul_accumulate(a_rows, b, part_acc);
         CHECK(std::memcmp(part_acc.data_ptr(), static_cast<const uint8_t*>(whole_acc.data_ptr()) + r0 * row_bytes,
                           rows * row_bytes) == 0);
       }
