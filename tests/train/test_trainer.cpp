@@ -50,7 +50,7 @@ TokenData corpus() {
   std::vector<std::string> docs;
   for (int i = 0; i < 40; ++i) docs.push_back("document " + std::to_string(i * 7919 % 1000) + ": the quick brown fox jumps.");
   DocumentSplit split = split_train_val(docs, 0.1, 1);
-  return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val))};
+  return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val)), kByteTokenizer};
 }
 
 // A config for a run in the temporary directory `dir`, removed first unless `keep` (to resume).
