@@ -22,7 +22,12 @@ Tensor cached_attention(const CachedAttentionSpec& spec) {
   check(dtype == DType::f32 || dtype == DType::bf16, kOp, "the kernel takes f32 or bf16, got ", dtype);
   const int64_t b = spec.q.size(0), h = spec.q.size(1), tq = spec.q.size(2), d = spec.q.size(3);
   check(d >= 1 && d <= kCachedMaxHeadDim, kOp, "head dim ", d, " is not in [1, ", kCachedMaxHeadDim, "]");
-  const Tensor q = contiguous_on_target(spec.q), k = contiguous_on_target(spec.k), v = contiguous_on_target(spec.v),
+  // k and v are read through their strides (the KV cache views longer buffers), copied only when
+  // their last dim is not contiguous.
+  auto rows_contiguous = [](const Tensor& x) {
+    return x.size(3) <= 1 || x.strides()[3] == 1 ? x : contiguous_on_target(x);
+  };
+  const Tensor q = contiguous_on_target(spec.q), k = rows_contiguous(spec.k), v = rows_contiguous(spec.v),
                visible = contiguous_on_target(spec.visible), sigma = contiguous_on_target(spec.sigma),
                alpha = contiguous_on_target(spec.alpha), alpha_ma = contiguous_on_target(spec.alpha_ma),
                u = contiguous_on_target(spec.u), count = contiguous_on_target(spec.count);
@@ -45,6 +50,10 @@ Tensor cached_attention(const CachedAttentionSpec& spec) {
     a.alpha = ptr_or_null<T>(alpha);
     a.alpha_ma = ptr_or_null<T>(alpha_ma);
     a.u = ptr_or_null<T>(u);
+    for (int axis = 0; axis < 3; ++axis) {
+      a.k_strides[axis] = k.strides()[size_t(axis)];
+      a.v_strides[axis] = v.strides()[size_t(axis)];
+    }
     a.visible = ptr_or_null<bool>(visible);
     a.count = ptr_or_null<int64_t>(count);
     simt::launch(cached_attention_kernel<T>, simt::Dim3{unsigned(tq), unsigned(h), unsigned(b)},

@@ -18,14 +18,17 @@ namespace cotan::COTAN_KERNELS {
 constexpr int kCachedMaxHeadDim = 128;  // launch::kCachedAttentionMaxHeadDim
 static_assert(kCachedMaxHeadDim <= int(kRowBlock), "thread x < d owns column x");
 
-// The problem, every operand contiguous: q [B, H, Tq, d], k and v [B, Hkv, S, d], visible [B, S],
-// sigma and alpha_ma [H], alpha [B, H, Tq], u [B, Hkv, Tq, d], count [B, Tq]. Plain data.
+// The problem: q [B, H, Tq, d], visible [B, S], sigma and alpha_ma [H], alpha [B, H, Tq],
+// u [B, Hkv, Tq, d] and count [B, Tq] contiguous; k and v [B, Hkv, S, d] with their last dim
+// contiguous and any batch, head and slot strides (the KV cache is a view of longer buffers, and
+// a repeated cache's rows share one batch entry). Plain data.
 template <class T>
 struct CachedAttentionArgs {
   CoreKind kind;
   int heads, kv_heads, tq, slots, d;
   float scale;  // c = 1 / sqrt(d)
   const T *q, *k, *v, *sigma, *alpha, *alpha_ma, *u;
+  int64_t k_strides[3], v_strides[3];  // batch, kv head and slot strides of k and v, in elements
   const bool* visible;
   const int64_t* count;
 };
@@ -47,8 +50,9 @@ SIMT_GLOBAL void cached_attention_kernel(CachedAttentionArgs<T> a, T* o_out) {
   const int i = int(simt::block_idx().x), h = int(simt::block_idx().y), b = int(simt::block_idx().z);
   const int g = h / (a.heads / a.kv_heads), d = a.d;
   const int64_t row = (int64_t(b) * a.heads + h) * a.tq + i;  // of q, o and alpha
-  const T* k = a.k + (int64_t(b) * a.kv_heads + g) * a.slots * d;
-  const T* v = a.v + (int64_t(b) * a.kv_heads + g) * a.slots * d;
+  const T* k = a.k + int64_t(b) * a.k_strides[0] + int64_t(g) * a.k_strides[1];
+  const T* v = a.v + int64_t(b) * a.v_strides[0] + int64_t(g) * a.v_strides[1];
+  const int64_t k_slot = a.k_strides[2], v_slot = a.v_strides[2];
   const bool* visible = a.visible + int64_t(b) * a.slots;
   const int last = a.slots - a.tq + i;  // the last slot query i sees
 
@@ -60,7 +64,7 @@ SIMT_GLOBAL void cached_attention_kernel(CachedAttentionArgs<T> a, T* o_out) {
     float s = -INFINITY;
     if (j <= last && visible[j]) {
       s = 0;
-      for (int x = 0; x < d; ++x) s += q_row[x] * load(k + int64_t(j) * d + x);
+      for (int x = 0; x < d; ++x) s += q_row[x] * load(k + int64_t(j) * k_slot + x);
     }
     const float tile_max = group_reduce<kRowBlock>(s, MaxOf());
     if (tile_max == -INFINITY) continue;  // no visible slot in this tile (the same in every thread)
@@ -74,7 +78,7 @@ SIMT_GLOBAL void cached_attention_kernel(CachedAttentionArgs<T> a, T* o_out) {
     if (tid < d) {
       float pv = 0;
       const int end = last - j0 + 1 < int(kRowBlock) ? last - j0 + 1 : int(kRowBlock);
-      for (int jj = 0; jj < end; ++jj) pv += weights[jj] * load(v + int64_t(j0 + jj) * d + tid);
+      for (int jj = 0; jj < end; ++jj) pv += weights[jj] * load(v + int64_t(j0 + jj) * v_slot + tid);
       acc = acc * rescale + pv;
     }
     simt::sync_threads();  // weights are read before the next tile writes them

@@ -4,6 +4,7 @@
 // f32 and bf16, under two emulator schedules (which must agree bit for bit).
 #include "tests/cuda/kernel_check.hpp"
 
+#include <cmath>
 #include <vector>
 
 #include "autograd/autograd.hpp"
@@ -35,6 +36,43 @@ TEST_CASE("cached attention kernel matches the definition and the CPU kernel, un
         if (first.defined()) expect_same(got, first, "the same under every schedule");
         else first = got;
       });
+    }
+  }
+}
+
+// The KV cache hands the kernel views: the first S slots of longer buffers (the slots past S hold
+// NaN here, which must never be read), and for a repeated cache rows that share one batch entry
+// (stride 0). The kernel reads them through their strides and must give the bits it gives on
+// contiguous copies.
+TEST_CASE("cached attention kernel reads k and v through their strides") {
+  uint64_t seed = 900;
+  for (const Case& c : {kCases[3], kCases[4], kCases[5], kCases[8]}) {
+    INFO(c.str());
+    for (DType dtype : {DType::f32, DType::bf16}) {
+      CAPTURE(dtype);
+      NoGrad no_grad;
+      const CachedAttentionSpec dense = make_spec(c, dtype, ++seed);
+      auto in_buffer = [&](const Tensor& x) {  // x's values in the first S slots of a longer buffer
+        Tensor buffer = full({c.b, c.hkv, c.s + 5, c.d}, std::nan(""), dtype);
+        cpu().assign(slice(buffer, 2, 0, c.s), x);
+        return slice(buffer, 2, 0, c.s);
+      };
+      CachedAttentionSpec viewed = dense;
+      viewed.k = in_buffer(dense.k);
+      viewed.v = in_buffer(dense.v);
+      REQUIRE_FALSE(viewed.k.is_contiguous());
+      expect_same(emulated_backend().cached_attention(viewed), emulated_backend().cached_attention(dense),
+                  "k and v in longer buffers");
+      // Every row reads batch entry 0 (stride 0), against copies of it.
+      CachedAttentionSpec shared = dense;
+      shared.k = broadcast_to(slice(viewed.k, 0, 0, 1), dense.k.shape());
+      shared.v = broadcast_to(slice(viewed.v, 0, 0, 1), dense.v.shape());
+      CachedAttentionSpec copied = dense;
+      copied.k = contiguous(shared.k);
+      copied.v = contiguous(shared.v);
+      if (c.kind == CoreKind::affine) continue;  // u would have to follow the shared v
+      expect_same(emulated_backend().cached_attention(shared), emulated_backend().cached_attention(copied),
+                  "rows sharing one batch entry of k and v");
     }
   }
 }
