@@ -1,7 +1,8 @@
 // The cached attention kernel (cuda/kernels/cached_attention.cuh) run by the SIMT emulator,
 // against the scalar reference from the definition and the CPU kernel, for softmax, sink and
 // affine, GQA, one and several new queries, ragged rows, more slots than a block has threads,
-// f32 and bf16, under two emulator schedules (which must agree bit for bit).
+// f32 and bf16, under two emulator schedules (which must agree bit for bit); and k and v read
+// through their strides (views of longer buffers, rows sharing one batch entry).
 #include "tests/cuda/kernel_check.hpp"
 
 #include <cmath>
