@@ -998,7 +998,11 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   // panels, ldb == NR, and GCC 12 compiles it to the measured, register-only loop only when it
   // can see that.)
   const bool b_chunk_fits = std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes;
-  const bool direct_b = std::is_same_v<S, T> && b.col_stride == 1 &&
+  // The micro-kernels take B's rows NR apart for packed panels and load them whole, so B in place
+  // whose rows happen to be NR apart must have whole panels: a narrower last one (a view of fewer
+  // columns) would be read past its columns, past the end of B's memory in its last row.
+  const bool stride_like_panel = b.row_stride == NR && n % NR != 0;
+  const bool direct_b = std::is_same_v<S, T> && b.col_stride == 1 && !stride_like_panel &&
                         ((one_panel && (kReadBInPlace || m <= 2)) || (kReadBInPlace && (few_rows || b_chunk_fits)));
   const bool stream_b = one_panel && !direct_b;
   // One row against B's columns as lines along K (x W^T), f32 or bf16: micro_kernel_lines reads
@@ -1131,7 +1135,7 @@ void matmul_accumulate_packed(const Tensor& a, const Tensor& b, const Tensor& c)
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   Operand<T> ai{a.data<T>(), a.strides()[0], a.strides()[1]};
   Operand<T> bi{b.data<T>(), b.strides()[0], b.strides()[1]};
-  packed_gemm<T, T>(ai, bi, c.data<T>(), m, n, k, m * n * k >= kParallelWork, true);
+  packed_gemm<T, T>(ai, bi, c.data<T>(), m, n, k, std::max(m, kMR) * n * k >= kParallelWork, true);
 }
 
 #else  // no AVX2 + FMA: Eigen

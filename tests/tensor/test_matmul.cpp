@@ -12,6 +12,9 @@
 #include <utility>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <tbb/global_control.h>
 
 #include "tensor/cpu/gemm_info.hpp"
@@ -564,7 +567,8 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
       std::memcpy(whole_acc.data_ptr(), c0.data_ptr(), c0.nbytes());
       cpu_backend().matmul_accumulate(a, b, whole_acc);
       const size_t row_bytes = size_t(n) * sizeof(T);
-      for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {m - 1, 1}, {5, 2}, {m - 2, 2}}) {
+      for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {m - 1, 1}, {5, 2}, {m - 2, 2}, {3, 3}, {1, info.mr},
+                              {m - info.mr, info.mr}}) {
         CAPTURE(r0);
         CAPTURE(rows);
         const Tensor a_rows = rows_of(a_storage, a_row_major, m, k, r0, rows);
@@ -584,6 +588,51 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
       check(0.0, a_row_major, b_row_major);
       check(bf16(), a_row_major, b_row_major);
     }
+}
+
+// B read in place, its rows exactly a panel's width apart (NR) but fewer columns than a panel: a
+// view of the last columns of a wider matrix whose memory ends right after its last element. The
+// product must read none of the columns the view leaves out: here the next page is unreadable,
+// so reading past the last row's columns ends the process.
+TEST_CASE("matmul: B's rows a panel apart, fewer columns than a panel, ending at a page: nothing past it is read") {
+  const cpu::GemmInfo info = cpu::gemm_info();
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  auto check = [&]<class T>(T) {
+    CAPTURE(dtype_v<T>);
+    const int64_t nr = std::is_same_v<T, float> ? info.nr_f32 : info.nr_f32 / 2;  // 0 on Eigen: any width
+    const int64_t stride = nr > 0 ? nr : 16, n = stride - 5, k = 300;
+    const size_t bytes = size_t((k - 1) * stride + n) * sizeof(T);
+    const size_t mapped = (bytes + page - 1) / page * page;
+    void* base = mmap(nullptr, mapped + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(base != MAP_FAILED);
+    REQUIRE(mprotect(static_cast<char*>(base) + mapped, page, PROT_NONE) == 0);
+    auto storage = std::make_shared<Storage>(base, mapped + page, Device::cpu(),
+                                             [](void* p, size_t size) { munmap(p, size); });
+    const int64_t offset = int64_t((mapped - bytes) / sizeof(T));  // the last element ends the page
+    std::uniform_real_distribution<double> dist(-1.0, 1.0);
+    T* data = static_cast<T*>(base);
+    for (int64_t i = offset; i < int64_t(mapped / sizeof(T)); ++i) data[i] = convert<T>(dist(rng));
+    const Tensor b(storage, {k, n}, {stride, 1}, offset, dtype_v<T>);
+    for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), std::max<int64_t>(info.mr, 1), int64_t(40), int64_t(300)}) {
+      CAPTURE(m);
+      const Tensor a = random_tensor<T>({m, k});
+      for (size_t threads : {1, 2}) {
+        CAPTURE(threads);
+        tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+        check_product<T>(a, b, cpu_backend().matmul(a, b), tolerance<T>);
+        Tensor c = random_tensor<T>({m, n});
+        const Tensor before = cpu_backend().matmul(a, b);
+        Tensor expected = Tensor::empty({m, n}, dtype_v<T>);
+        for (int64_t i = 0; i < m * n; ++i)
+          expected.data<T>()[i] = T(double(c.data<T>()[i]) + double(before.data<T>()[i]));
+        cpu_backend().matmul_accumulate(a, b, c);
+        for (int64_t i = 0; i < m * n; ++i)
+          CHECK(std::abs(double(c.data<T>()[i]) - double(expected.data<T>()[i])) <= 1e-4 * (1 + std::abs(double(expected.data<T>()[i]))));
+      }
+    }
+  };
+  check(0.0f);
+  check(0.0);
 }
 
 TEST_CASE("matmul: gemm_info's K chunk is where the f32 sums restart") {
