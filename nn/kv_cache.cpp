@@ -138,14 +138,28 @@ namespace {
 
 // cache.k and cache.v += k and v [B, Hkv, Tq, d] along the slots: written into the buffers' spare
 // slots when they have enough and no other copy of the cache has written there, else into new
-// buffers of twice the slots (at most max_slots, at least S + Tq), the S cached slots copied once.
+// buffers, the S cached slots copied once. New buffers hold twice the slots (at most max_slots,
+// at least S + Tq), so that a cache growing step by step is copied O(log S) times; but exactly
+// S + Tq when the cache has none yet and is fed several tokens a row at once (an evaluation's
+// continuations of a repeated context, which it feeds once; a prefill chunk).
 void append_slots(LayerCache& cache, const Tensor& k, const Tensor& v, int64_t max_slots) {
   const int64_t s = cache.k.defined() ? cache.k.size(2) : 0, tq = k.size(2);
-  const bool in_place = cache.k_buffer.defined() && cache.filled && *cache.filled == s &&
-                        s + tq <= cache.k_buffer.size(2) && cache.k_buffer.size(0) == k.size(0);
+  // The buffers are this cache's (k and v still view them) and hold room for the new slots; then
+  // the slots past S are claimed at once, so that of two copies stepped side by side, even on
+  // two threads, only one writes there.
+  bool in_place = cache.k_buffer.defined() && cache.filled && s + tq <= cache.k_buffer.size(2) &&
+                  cache.k_buffer.size(0) == k.size(0) && cache.k.same_storage(cache.k_buffer) &&
+                  cache.v.same_storage(cache.v_buffer);
+  if (in_place) {
+    int64_t expected = s;
+    in_place = cache.filled->compare_exchange_strong(expected, s + tq);
+  }
   if (!in_place) {
-    int64_t capacity = std::max(s + tq, 2 * s);
-    if (max_slots > 0) capacity = std::max(s + tq, std::min(capacity, max_slots));
+    int64_t capacity = s + tq;
+    if (cache.k_buffer.defined() || tq == 1) {
+      capacity = std::max(capacity, 2 * s);
+      if (max_slots > 0) capacity = std::max(s + tq, std::min(capacity, max_slots));
+    }
     Shape shape = k.shape();
     shape[2] = capacity;
     Tensor k_buffer = Tensor::empty(shape, k.dtype(), k.device());
@@ -156,11 +170,10 @@ void append_slots(LayerCache& cache, const Tensor& k, const Tensor& v, int64_t m
     }
     cache.k_buffer = k_buffer;
     cache.v_buffer = v_buffer;
-    cache.filled = std::make_shared<int64_t>(s);
+    cache.filled = std::make_shared<std::atomic<int64_t>>(s + tq);
   }
   backend(k.device()).assign(slice(cache.k_buffer, 2, s, s + tq), k);
   backend(v.device()).assign(slice(cache.v_buffer, 2, s, s + tq), v);
-  *cache.filled = s + tq;
   cache.k = slice(cache.k_buffer, 2, 0, s + tq);
   cache.v = slice(cache.v_buffer, 2, 0, s + tq);
 }
@@ -182,6 +195,13 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     k = k * step.real;
     v = v * step.real;
   }
+  const Tensor* alpha_ma = nullptr;  // looked up before the cache is touched
+  if (kind().core == CoreKind::affine) {
+    std::string key = join(prefix, "alpha_ma");
+    auto it = st.buffers.find(key);
+    if (it == st.buffers.end()) fail("decode", "state has no buffer '", key, "'");
+    alpha_ma = &it->second;
+  }
   append_slots(cache, k, v, step.max_slots);  // [B, Hkv, S + Tq, d]
 
   CachedAttentionSpec spec;
@@ -196,11 +216,8 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     // the row.
     Tensor u = unsqueeze(cache.u, 2) + cumsum(v, 2);  // [B, Hkv, Tq, d]
     cache.u = reshape(slice(u, 2, tq - 1, tq), {b, kv_heads, head_dim});
-    std::string key = join(prefix, "alpha_ma");
-    auto it = st.buffers.find(key);
-    if (it == st.buffers.end()) fail("decode", "state has no buffer '", key, "'");
     spec.alpha = permute(phi(alpha_logits, options.phi), {0, 2, 1});  // [B, H, Tq]
-    spec.alpha_ma = it->second;
+    spec.alpha_ma = *alpha_ma;
     spec.u = u;
     spec.count = step.count;
   }

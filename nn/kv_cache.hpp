@@ -17,6 +17,7 @@
 // out of every score and hold zeros, so they add nothing to the affine prefix sum either.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -33,10 +34,11 @@ struct LayerCache {
   // Where k and v live once a step has been appended: buffers [B, Hkv, capacity, d] whose first
   // S slots k and v view, so that a step writes its new slots in place instead of copying the
   // whole cache (the capacity doubles when full, up to the cache's limit). `filled` is shared by
-  // every copy of this cache: how many slots of the buffers hold data. A copy that is behind it
-  // (another continuation wrote there, or a refused step did) appends into new buffers.
+  // every copy of this cache: how many slots of the buffers have been claimed, atomically. A copy
+  // that is behind it (another continuation wrote there, or a step that failed after this layer
+  // did) appends into new buffers, as does a cache whose k or v no longer view the buffers.
   Tensor k_buffer, v_buffer;
-  std::shared_ptr<int64_t> filled;
+  std::shared_ptr<std::atomic<int64_t>> filled;
 };
 
 struct KVCache {
