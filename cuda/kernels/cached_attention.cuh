@@ -20,8 +20,8 @@ static_assert(kCachedMaxHeadDim <= int(kRowBlock), "thread x < d owns column x")
 
 // The problem: q [B, H, Tq, d], visible [B, S], sigma and alpha_ma [H], alpha [B, H, Tq],
 // u [B, Hkv, Tq, d] and count [B, Tq] contiguous; k and v [B, Hkv, S, d] with their last dim
-// contiguous and any batch, head and slot strides (the KV cache is a view of longer buffers, and
-// a repeated cache's rows share one batch entry). Plain data.
+// contiguous and any batch, head and slot strides (the KV cache is a view of longer buffers; a
+// batch stride of 0, rows sharing one entry, is read as such). Plain data.
 template <class T>
 struct CachedAttentionArgs {
   CoreKind kind;

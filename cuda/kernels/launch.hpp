@@ -61,8 +61,9 @@ AttentionGrads attention_backward(const AttentionSpec& core, const AttentionForw
 void set_attention_tensor_cores(bool enabled);
 
 // cached_attention.cu: f32 or bf16, head dim d <= kCachedAttentionMaxHeadDim (what
-// has_cached_attention_kernel accepts), any strides (non-contiguous inputs, such as a cache repeated across rows, are copied
-// first).
+// has_cached_attention_kernel accepts), any strides: k and v are read through their batch, head
+// and slot strides (the KV cache's views of longer buffers cost no copy) and copied only when
+// their last dim is not contiguous; the other inputs are copied when not contiguous.
 inline constexpr int64_t kCachedAttentionMaxHeadDim = 128;
 Tensor cached_attention(const CachedAttentionSpec& spec);
 

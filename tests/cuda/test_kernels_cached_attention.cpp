@@ -44,7 +44,7 @@ TEST_CASE("cached attention kernel matches the definition and the CPU kernel, un
 // The KV cache hands the kernel views: the first S slots of longer buffers (the slots past S hold
 // NaN here, which must never be read), and for a repeated cache rows that share one batch entry
 // (stride 0). The kernel reads them through their strides and must give the bits it gives on
-// contiguous copies.
+// contiguous copies; k and v whose head dim is not contiguous are copied, with the same bits.
 TEST_CASE("cached attention kernel reads k and v through their strides") {
   uint64_t seed = 900;
   for (const Case& c : {kCases[3], kCases[4], kCases[5], kCases[8]}) {
@@ -53,17 +53,26 @@ TEST_CASE("cached attention kernel reads k and v through their strides") {
       CAPTURE(dtype);
       NoGrad no_grad;
       const CachedAttentionSpec dense = make_spec(c, dtype, ++seed);
-      auto in_buffer = [&](const Tensor& x) {  // x's values in the first S slots of a longer buffer
-        Tensor buffer = full({c.b, c.hkv, c.s + 5, c.d}, std::nan(""), dtype);
-        cpu().assign(slice(buffer, 2, 0, c.s), x);
-        return slice(buffer, 2, 0, c.s);
+      // x's values in slots 3 ... S + 2 of a longer buffer: a view with a storage offset
+      auto in_buffer = [&](const Tensor& x) {
+        Tensor buffer = full({c.b, c.hkv, c.s + 8, c.d}, std::nan(""), dtype);
+        cpu().assign(slice(buffer, 2, 3, c.s + 3), x);
+        return slice(buffer, 2, 3, c.s + 3);
       };
       CachedAttentionSpec viewed = dense;
       viewed.k = in_buffer(dense.k);
       viewed.v = in_buffer(dense.v);
       REQUIRE_FALSE(viewed.k.is_contiguous());
+      REQUIRE(viewed.k.offset() > 0);
       expect_same(emulated_backend().cached_attention(viewed), emulated_backend().cached_attention(dense),
                   "k and v in longer buffers");
+      // Head dim not contiguous (slot-major buffers [B, Hkv, d, S], transposed): copied first.
+      CachedAttentionSpec transposed = dense;
+      transposed.k = transpose(contiguous(transpose(dense.k, 2, 3)), 2, 3);
+      transposed.v = transpose(contiguous(transpose(dense.v, 2, 3)), 2, 3);
+      REQUIRE(transposed.k.strides()[3] == c.s);
+      expect_same(emulated_backend().cached_attention(transposed), emulated_backend().cached_attention(dense),
+                  "k and v whose head dim is not contiguous");
       // Every row reads batch entry 0 (stride 0), against copies of it.
       CachedAttentionSpec shared = dense;
       shared.k = broadcast_to(slice(viewed.k, 0, 0, 1), dense.k.shape());
