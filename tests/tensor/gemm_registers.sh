@@ -5,8 +5,8 @@
 # AVX512_BF16, the bf16 pairs), in micro_kernel_rows_a, in the f32 (and bf16 pairs)
 # micro_kernel_wide of one and two rows and in micro_kernel_lines; more than a few means the
 # compiler spilled the accumulators (GCC 13.3 did, without the flatten in tensor/cpu/matmul.cpp:
-# 21 stores per K step, the GEMM at a third of its speed). Skips (77) a build without the packed
-# GEMM (Eigen).
+# 21 stores per K step, the GEMM at a third of its speed). Fails when one of these kernels is not
+# found. Skips (77) a build without the packed GEMM (Eigen).
 #   gemm_registers.sh LIBCOTAN_A            (or an object file of tensor/cpu/matmul.cpp)
 set -u
 input=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -39,6 +39,12 @@ awk '
   END {
     if (most == 0) { print "no packed GEMM micro-kernels (Eigen build)"; exit 77 }
     bad = 0
+    # Every kernel named above must be there: a renamed or vanished one would go unchecked.
+    need["micro_kernel<float, " most "l>"]; need["micro_kernel<double, " most "l>"]
+    need["micro_kernel_wide<float, 1l>"]; need["micro_kernel_wide<float, 2l>"]
+    need["micro_kernel_lines<float>"]; need["micro_kernel_lines<cotan::bf16>"]
+    if (most == 14) need["rows_a"]
+    for (k in need) if (!(k in count)) { printf "%s not found\n", k; bad = 1 }
     for (k in count) {
       if (rows_of[k] != 0 && rows_of[k] != most) continue
       printf "%-28s %d vector accesses to the stack\n", k, count[k]
