@@ -22,6 +22,7 @@ constexpr Benchmark benchmarks[] = {
     {"kd-loss", bench_kd_loss, "fused and composed distillation losses: time and peak memory"},
     {"train", bench_train, "the tiny student's distillation step: tokens/s, against eager and compiled PyTorch"},
     {"tokenize", bench_tokenize, "HF tokenizer.json encoding: MB/s on 1 and 2 threads, against HF tokenizers"},
+    {"generate", bench_generate, "greedy generation with the KV cache: tokens/s, against HF transformers' generate"},
 };
 
 void print_help(std::ostream& out) {

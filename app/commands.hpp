@@ -30,6 +30,7 @@ int bench_attention(const Args& args);  // cotan bench attention [--json]
 int bench_kd_loss(const Args& args);    // cotan bench kd-loss [--json]
 int bench_train(const Args& args);      // cotan bench train [--json] [--torch]
 int bench_tokenize(const Args& args);   // cotan bench tokenize [--json]
+int bench_generate(const Args& args);   // cotan bench generate [--json] [--torch]
 std::string bench_names();              // "matmul, ops, attention, kd-loss, train"
 
 // The value of a --device option, parsed and checked to be usable, so that a bad name or a

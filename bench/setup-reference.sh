@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Makes the PyTorch reference environment of `cotan bench matmul|attention|train --torch`: a
-# virtual environment with PyTorch 2.x and numpy from PyPI (its CPU kernels: MKL for GEMM,
-# oneDNN, the fused scaled_dot_product_attention, torch.compile through inductor). Debian's
+# Makes the PyTorch reference environment of `cotan bench matmul|attention|train|generate --torch`:
+# a virtual environment with PyTorch 2.x, numpy and HF transformers from PyPI (its CPU kernels: MKL
+# for GEMM, oneDNN, the fused scaled_dot_product_attention, torch.compile through inductor; and
+# transformers' generate, which `bench generate` times). Debian's
 # python3-torch 1.13 is no fair reference: its OpenBLAS falls back to SSE3 kernels on newer CPUs
 # (BENCHMARKS.md). Run by hand, never in CI; running it again does nothing once the environment
 # imports torch 2.x.
@@ -20,9 +21,10 @@ dir=${1:-${COTAN_TORCH_ENV:-${XDG_CACHE_HOME:-$HOME/.cache}/cotan/torchenv}}
 python=${PYTHON:-python3}
 say() { printf '[setup-reference] %s\n' "$*"; }
 
-# Already there: torch 2.x and numpy import.
+# Already there: torch 2.x, numpy and transformers import.
 if [[ -x "$dir/bin/python" ]] &&
-   "$dir/bin/python" -c 'import sys, numpy, torch; sys.exit(int(torch.__version__.split(".")[0]) < 2)' 2>/dev/null; then
+   "$dir/bin/python" -c 'import sys, numpy, torch, transformers; sys.exit(int(torch.__version__.split(".")[0]) < 2)' \
+     2>/dev/null; then
   say "$dir has $("$dir/bin/python" -c 'import torch; print("torch", torch.__version__)'); nothing to do"
   exit 0
 fi
@@ -38,14 +40,16 @@ mkdir -p "$(dirname "$dir")"
 index=()
 [[ -n "${TORCH_INDEX_URL:-}" ]] && index=(--index-url "$TORCH_INDEX_URL" --extra-index-url https://pypi.org/simple)
 "$dir/bin/python" -m pip install --quiet "${index[@]}" 'torch>=2' numpy
+"$dir/bin/python" -m pip install --quiet transformers
 
 # What the benches will report: the version, MKL and oneDNN.
 "$dir/bin/python" - <<'PY'
-import re, torch
+import re, torch, transformers
 show = torch.__config__.show()
 mkl = re.search(r"Math Kernel Library Version ([\w.]+)", show)
 dnn = re.search(r"(?:MKL-DNN|oneDNN) v?([\d.]+)", show)
 print(f"[setup-reference] torch {torch.__version__}, MKL {mkl.group(1) if mkl else 'absent'}, "
-      f"oneDNN {dnn.group(1) if dnn else 'absent'}, {torch.get_num_threads()} threads by default")
+      f"oneDNN {dnn.group(1) if dnn else 'absent'}, {torch.get_num_threads()} threads by default, "
+      f"transformers {transformers.__version__}")
 PY
 say "done: the benches find $dir/bin/python (or pass --torch-python $dir/bin/python)"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch reference timings for cotan's benchmarks (see BENCHMARKS.md).
 
-`cotan bench matmul|attention|train --torch` starts this script once and times PyTorch in the same
-run as cotan, alternating the two call by call. Run it with the reference environment's
+`cotan bench matmul|attention|train|generate --torch` starts this script once and times PyTorch
+in the same run as cotan, alternating the two call by call. Run it with the reference environment's
 interpreter (bench/setup-reference.sh: PyTorch 2.x from PyPI, MKL and oneDNN) and the thread
 counts set before it starts, as the benches do:
 
@@ -30,7 +30,13 @@ Modes:
         {"op": "train", "kind", "batch", "seq_len", "steps"[, "mode", "weights"]} -> {"seconds",
           "cpu_seconds", "losses", "grad_norms"}: distillation steps of torch_train_reference.py
           (same folder), eager or under torch.compile (mode "compiled"), whose models and
-          optimizer are kept between requests.
+          optimizer are kept between requests;
+        {"op": "generate", "model", "dtype", "prompts", "new_tokens", "runs"} -> {"seconds",
+          "tokens", "transformers"}: HF transformers' greedy generate, with its KV cache, of exactly
+          new_tokens tokens for each prompt (a list of ids; equal lengths, no padding), from the
+          model directory `model` (loaded once, in dtype f32 or bf16); "tokens" are the last run's
+          new ids per prompt. A model_type "cotan" directory (an exported student of another
+          attention kind) loads with its own modeling code (trust_remote_code).
       An empty line or EOF ends it.
 
 The header says what PyTorch runs on, read back from the process itself: {"torch", "blas" (one
@@ -42,6 +48,7 @@ build (Debian's torch) calls the system libblas, whose core is asked with openbl
 """
 
 import argparse
+import copy
 import ctypes
 import json
 import math
@@ -261,6 +268,43 @@ def run_matmul(args):
     print(json.dumps({**header(torch), "results": results}))
 
 
+class GenerateCase:
+    """One model directory loaded into transformers, for the "generate" requests."""
+
+    def __init__(self, torch, model_dir, dtype):
+        import transformers
+
+        self.torch, self.transformers = torch, transformers
+        transformers.utils.logging.disable_progress_bar()  # stderr is cotan's
+        with open(os.path.join(model_dir, "config.json")) as f:
+            remote = json.load(f).get("model_type") == "cotan"
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=getattr(torch, DTYPES[dtype]), trust_remote_code=remote)
+        self.model.eval()
+
+    def timed(self, prompts, new_tokens, runs):
+        torch = self.torch
+        if len({len(p) for p in prompts}) != 1:
+            raise ValueError("generate: the prompts must have one length (no padding)")
+        ids = torch.tensor(prompts, dtype=torch.long)
+        config = copy.deepcopy(self.model.generation_config)
+        config.do_sample, config.num_beams, config.use_cache = False, 1, True
+        config.max_new_tokens, config.min_new_tokens = new_tokens, None
+        config.eos_token_id, config.pad_token_id = None, 0  # every row runs all its steps
+        for name in ("temperature", "top_p", "top_k"):  # unused when greedy: no warnings
+            setattr(config, name, None)
+        seconds, out = [], None
+        for _ in range(runs):
+            start = time.perf_counter()
+            with torch.inference_mode():
+                out = self.model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), generation_config=config)
+            seconds.append(time.perf_counter() - start)
+        new = out[:, ids.shape[1]:]
+        if new.shape[1] != new_tokens:
+            raise ValueError(f"generate: transformers produced {new.shape[1]} tokens, not {new_tokens}")
+        return {"seconds": seconds, "tokens": new.tolist(), "transformers": self.transformers.__version__}
+
+
 def serve(args):
     try:
         torch = import_torch(args.threads)
@@ -270,6 +314,7 @@ def serve(args):
     print(json.dumps(header(torch)), flush=True)
     key, a, b = None, None, None
     attention = {}  # (inputs, kind, impl, causal, affine_n) -> AttentionCase
+    generate = {}  # (model, dtype) -> GenerateCase
     for line in sys.stdin:
         if not line.strip():
             break
@@ -285,6 +330,13 @@ def serve(args):
                 if case not in attention:
                     attention[case] = AttentionCase(torch, request)
                 reply = attention[case].timed(int(request.get("runs", 1)))
+            elif request.get("op") == "generate":
+                case = (request["model"], request.get("dtype", "f32"))
+                if case not in generate:
+                    generate.clear()  # one model in memory at a time
+                    generate[case] = GenerateCase(torch, *case)
+                reply = generate[case].timed(request["prompts"], int(request["new_tokens"]),
+                                             int(request.get("runs", 1)))
             elif request.get("op") == "matmul":
                 shape = (request["m"], request["n"], request["k"], request["dtype"],
                          request.get("layout", "nn"))

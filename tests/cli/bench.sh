@@ -86,6 +86,14 @@ sys.exit(0 if r["device"] == "cuda:0" and r["max_grad_diff"] < 1e-6 and r["value
 PY
   COTAN_CUDA_EMULATOR=1 "$COTAN" bench matmul --device cuda --tf32 --sizes 48 --dtypes f32 --repeat 1 --json \
     > /dev/null 2> "$STDERR" || fail "bench matmul --device cuda --tf32 failed: $(cat "$STDERR")"
+  COTAN_CUDA_EMULATOR=1 "$COTAN" bench generate --device cuda --model tiny-student --prompt-len 3 --new-tokens 2 \
+    --repeats 1 --json > "$STDOUT" 2> "$STDERR" || fail "bench generate --device cuda failed: $(cat "$STDERR")"
+  python3 - "$STDOUT" <<'PY' || fail "bench generate --device cuda: $(cat "$STDOUT")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if r["device"] == "cuda:0" and r["torch"] is None and "--device cpu" in r["note"] and
+         r["cotan"]["tokens_per_s"] > 0 else 1)
+PY
 }
 
 # What the benches with a PyTorch side report about the machine and the reference, read from their
@@ -164,6 +172,51 @@ PY
     python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$(dirname "$0")/../../bench/$script" ||
       fail "bench/$script does not parse"
   done
+}
+
+# bench generate: cotan alone on a preset's random weights and on a model directory; against a
+# stand-in reference (tests/cli/fake_generate_reference.py: 0.5 s a run, 0.1 s for one token),
+# whose figures and ratios the JSON must carry, computed from those times; and its bad options.
+case_generate_bench() {
+  check_json() {  # WHAT CONDITION
+    python3 - "$STDOUT" "$2" <<'PY' || fail "$1: $(cat "$STDOUT")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+sys.exit(0 if eval("(" + sys.argv[2] + ")", {"r": r}) else 1)
+PY
+  }
+  "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 4 --batch 2 --repeats 1 --no-torch \
+    --json > "$STDOUT" 2> "$STDERR" || fail "bench generate failed: $(cat "$STDERR")"
+  check_json "bench generate" 'r["model"] == "tiny-student (random weights)" and r["model_type"] == "llama" and
+    r["params"] > 0 and r["batch"] == 2 and r["new_tokens"] == 4 and r["torch"] is None and
+    r["cotan"]["tokens_per_s"] > 0 and r["cotan"]["prefill_ms"] > 0 and len(r["cotan"]["run_ms"]) == 1 and
+    abs(r["cotan"]["tokens_per_s"] - 8 / (r["cotan"]["ms"] / 1e3)) < 1e-3 * r["cotan"]["tokens_per_s"]'
+  dir=$(dirname "$0")/../hf/fixtures/llama_gqa
+  "$COTAN" bench generate --model "$dir" --prompt-len 3 --new-tokens 2 --repeats 1 --no-torch --json \
+    > "$STDOUT" 2> "$STDERR" || fail "bench generate --model $dir failed: $(cat "$STDERR")"
+  check_json "bench generate --model DIR" 'r["model"].endswith("llama_gqa") and r["cotan"]["tokens_per_s"] > 0'
+
+  "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 4 --batch 3 --repeats 2 --torch \
+    --torch-python "$(command -v python3)" --torch-script "$(dirname "$0")/fake_generate_reference.py" --json \
+    > "$STDOUT" 2> "$STDERR" || fail "bench generate --torch (stand-in) failed: $(cat "$STDERR")"
+  check_json "bench generate --torch (stand-in)" 'r["torch"]["transformers"] == "fake-1.0" and
+    r["torch"]["ms"] == 500 and r["torch"]["prefill_ms"] == 100 and r["torch"]["tokens_per_s"] == 24 and
+    abs(r["torch"]["decode_tokens_per_s"] - 22.5) < 1e-9 and
+    abs(r["ratio"] - r["cotan"]["tokens_per_s"] / 24) < 1e-4 * r["ratio"] and
+    abs(r["ratio_decode"] - 0.4 / ((r["cotan"]["ms"] - r["cotan"]["prefill_ms"]) / 1e3)) < 1e-3 * r["ratio_decode"] and
+    r["tokens_compared"] == 12 and 0 <= r["tokens_agree"] <= 12'
+
+  expect_error() {  # MESSAGE ARGS...
+    message=$1
+    shift
+    "$COTAN" bench generate "$@" > "$STDOUT" 2> "$STDERR" && fail "bench generate $* succeeded"
+    grep -qxF "cotan: $message" "$STDERR" || fail "bench generate $*: $(cat "$STDERR")"
+  }
+  expect_error "[option] --new-tokens 1: expected an integer in [2, 1048576]" --model tiny-student --new-tokens 1
+  expect_error "[bench generate] --dtype takes f32 or bf16, got f64" --model tiny-student --dtype f64
+  expect_error "[bench generate] --prompt-len 1000 + --new-tokens 32 - 1 exceeds the model's 1024 positions" \
+    --model tiny-student --prompt-len 1000 --no-torch
+  expect_error "[bench generate] --torch and --no-torch exclude each other" --model tiny-student --torch --no-torch
 }
 
 # bench matmul --step: the products of one bench train step, each with how often the step runs
