@@ -199,7 +199,20 @@ class CotanForCausalLM(PreTrainedModel, GenerationMixin):
         elif isinstance(module, CotanRMSNorm):
             module.weight.data.fill_(1.0)
 
-    def forward(self, input_ids=None, labels=None, **kwargs):
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs):
+        """No KV cache here: every step of generate() runs the whole sequence so far (cotan's own
+        generation has a cache). transformers would otherwise pass only the newest token, expecting
+        a cache this model does not keep, and the logits would lose their context."""
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def forward(self, input_ids=None, labels=None, attention_mask=None, past_key_values=None, **kwargs):
+        cached = past_key_values is not None and (
+            past_key_values.get_seq_length() if hasattr(past_key_values, "get_seq_length") else len(past_key_values))
+        if cached:
+            raise ValueError("cotan's remote code keeps no KV cache: pass the whole sequence, without past_key_values")
+        if attention_mask is not None and not bool(attention_mask.all()):
+            raise ValueError("cotan's remote code does not take padding: every row of the batch must be "
+                             "as long as the others, with an attention_mask of ones")
         hidden = self.model(input_ids)
         head = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
         logits = hidden @ head.T

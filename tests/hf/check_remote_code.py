@@ -7,7 +7,9 @@ logits with cotan's. Run by hand, with torch and transformers from PyPI:
 
 Softmax students must load as plain Qwen2 models; the other kinds must be refused without
 trust_remote_code and, with it, run the kind's math (nn/hf/modeling_cotan.py) within 2e-6 of
-cotan's f32 logits.
+cotan's f32 logits. For every kind, generate() must choose the tokens of a greedy loop over
+whole-sequence forward passes (the remote code keeps no KV cache, and must not be handed one
+token as if it did), and the remote code must refuse a padded batch.
 """
 
 import json
@@ -39,8 +41,29 @@ def main(root: Path) -> int:
         ours = torch.tensor(expected[name]["logits"], dtype=torch.float64).reshape(logits.shape)
         diff = (logits - ours).abs().max().item()
         ok = diff <= 2e-6 * max(1.0, ours.abs().max().item())
+        # generate() (which would use a KV cache when the model has one) must choose what a greedy
+        # loop over whole-sequence forward passes chooses.
+        config = model.generation_config
+        config.eos_token_id, config.pad_token_id = None, 0
+        with torch.no_grad():
+            generated = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=6, do_sample=False,
+                                       generation_config=config)[:, ids.shape[1]:]
+            loop = ids
+            for _ in range(6):
+                loop = torch.cat([loop, model(loop).logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        same_tokens = torch.equal(generated, loop[:, ids.shape[1]:])
+        # A padded batch is refused, not misread (the remote code takes no attention mask).
+        padded_refused = name == "softmax"
+        if name != "softmax":
+            try:
+                model(ids, attention_mask=torch.cat([torch.zeros_like(ids[:, :1]), torch.ones_like(ids[:, 1:])], 1))
+            except ValueError:
+                padded_refused = True
+        ok = ok and same_tokens and padded_refused
         failures += not ok
-        print(f"{name:20s} {type(model).__name__:18s} max |HF - cotan| = {diff:.2e} {'ok' if ok else 'FAIL'}"
+        print(f"{name:20s} {type(model).__name__:18s} max |HF - cotan| = {diff:.2e}, generate "
+              f"{'= greedy loop' if same_tokens else '!= GREEDY LOOP'}"
+              f"{'' if padded_refused else ', PADDING NOT REFUSED'} {'ok' if ok else 'FAIL'}"
               f"{'; ' + refused if refused else ''}")
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     return 1 if failures else 0
