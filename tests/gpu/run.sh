@@ -147,6 +147,12 @@ for b in matmul attention kd-loss train; do
 done
 gpu_step "bench matmul --device cuda --tf32" bench_matmul_tf32.json 120 "$cotan" bench matmul --device cuda --tf32 \
   --dtypes f32 --json
+# Greedy decoding with the KV cache (cuBLAS and the cached attention kernel), qwen1.5-0.5b's shape
+# with random weights, one row and eight.
+for rows in 1 8; do
+  gpu_step "bench generate --device cuda --batch $rows" "bench_generate_b$rows.json" 180 "$cotan" bench generate \
+    --device cuda --batch "$rows" --json
+done
 # The tensor-core attention kernels (bf16, d = 64 and 128) against the composed attention on the
 # GPU: output and gradients within 2e-2 relative (bf16).
 for d in 64 128; do
