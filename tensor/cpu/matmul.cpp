@@ -497,45 +497,34 @@ void micro_kernel_in_place_a(int64_t kc, const T* a, int64_t lda, const T* b, in
 // chains, each waiting out the latency of its last FMA (two FMA ports of latency 4 need eight).
 constexpr int64_t kWidePanels = 4;
 
-// C[R x cols] = (first ? 0 : C) + A B for R <= 2 rows of packed A (kc steps of kMR) and the G
-// panels of B that hold cols <= G * NR columns: panel g at b + g * panel_stride, its kc rows ldb
-// apart (packed: panel_stride = kc * NR, ldb = NR; or B in place: NR and B's row stride, its
-// columns past `cols` not read). Each element's sum is micro_kernel's FMA chain, so its bits are
-// those of any other product that holds the same row and column.
+// C[R x G NR] = (first ? 0 : C) + A B for R <= 2 rows of packed A (kc steps of kMR) and the G
+// whole panels of B: panel g at b + g * panel_stride, its kc rows ldb apart (packed: panel_stride
+// = kc * NR, ldb = NR; or B in place: NR and B's row stride). Each element's sum is
+// micro_kernel's FMA chain, so its bits are those of any other product that holds the same row
+// and column. A last group with fewer columns runs panel by panel on micro_kernel: with a masked
+// load per register (8 masks beside 8 accumulators and 8 loaded registers), this kernel left two
+// accumulators on the stack.
 template <class T, int64_t R>
 [[gnu::noinline, gnu::flatten]] void micro_kernel_wide(int64_t kc, const Packed<T>* __restrict a,
                                                        const Packed<T>* __restrict b, int64_t panel_stride,
-                                                       int64_t ldb, Out<T>* c, int64_t ldc, int64_t rows,
-                                                       int64_t cols, bool first) {
+                                                       int64_t ldb, Out<T>* c, int64_t ldc, bool first) {
   using S = Simd<T>;
   using V = typename S::V;
   constexpr int64_t W = S::kWidth, NR = kNR<T>, L = 2 * (kWidePanels / R);  // registers per row
-  V acc[R][L];
-  unroll<R>([&](auto i) { unroll<L>([&](auto l) { acc[i][l] = S::zero(); }); });
-  auto sum = [&](auto load_b) {
-    for (int64_t p = 0; p < kc; ++p, a += kMR, b += ldb) {
-      V bl[L];
-      unroll<L>([&](auto l) { bl[l] = load_b(b + l / 2 * panel_stride + l % 2 * W, l); });
-      unroll<R>([&](auto i) {
-        const V ai = S::broadcast(a + i);
-        unroll<L>([&](auto l) { acc[i][l] = S::fma(ai, bl[l], acc[i][l]); });
-      });
-    }
-  };
-  // Register l holds columns l * W ... (NR = 2W).
-  if (cols == L * W) sum([](const Packed<T>* p, int64_t) { return S::load(p); });
-  else sum([&](const Packed<T>* p, int64_t l) { return S::load_first(p, std::clamp<int64_t>(cols - l * W, 0, W)); });
   static_assert(NR == 2 * W);
-
-  unroll<R>([&](auto i) {
-    if (i >= rows) return;
-    Out<T>* ci = c + i * ldc;
-    unroll<L>([&](auto l) {
-      const int64_t lanes = std::min(W, cols - l * W);
-      if (lanes == W) S::store(ci + l * W, first ? acc[i][l] : S::add(S::load(ci + l * W), acc[i][l]));
-      else if (lanes > 0)
-        S::store_first(ci + l * W, first ? acc[i][l] : S::add(S::load_first(ci + l * W, lanes), acc[i][l]), lanes);
+  V acc[R][L];  // register l holds columns l * W ...
+  unroll<R>([&](auto i) { unroll<L>([&](auto l) { acc[i][l] = S::zero(); }); });
+  for (int64_t p = 0; p < kc; ++p, a += kMR, b += ldb) {
+    V bl[L];
+    unroll<L>([&](auto l) { bl[l] = S::load(b + l / 2 * panel_stride + l % 2 * W); });
+    unroll<R>([&](auto i) {
+      const V ai = S::broadcast(a + i);
+      unroll<L>([&](auto l) { acc[i][l] = S::fma(ai, bl[l], acc[i][l]); });
     });
+  }
+  unroll<R>([&](auto i) {
+    Out<T>* ci = c + i * ldc;
+    unroll<L>([&](auto l) { S::store(ci + l * W, first ? acc[i][l] : S::add(S::load(ci + l * W), acc[i][l])); });
   });
 }
 
@@ -994,9 +983,10 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const bool one_panel = row_panels == 1;
   const int64_t b_row_bytes = b.row_stride * int64_t(sizeof(T));
   const bool few_rows = one_panel || (row_panels <= 8 && b_row_bytes % 2048 != 0);
-  // (In place on AVX2 only for micro_kernel_wide: the AVX2 micro_kernel always reads packed
-  // panels, ldb == NR, and GCC 12 compiles it to the measured, register-only loop only when it
-  // can see that.)
+  // (In place on AVX2 only for one or two rows, on micro_kernel_wide and, for a last, narrower
+  // group of panels, the one- and two-row micro_kernel: the full-height AVX2 micro_kernel always
+  // reads packed panels, ldb == NR, and GCC 12 compiles it to the measured, register-only loop
+  // only when it can see that.)
   const bool b_chunk_fits = std::min(k, KC) * n * int64_t(sizeof(T)) <= blocks.direct_b_bytes;
   // The micro-kernels take B's rows NR apart for packed panels and load them whole, so B in place
   // whose rows happen to be NR apart must have whole panels: a narrower last one (a view of fewer
@@ -1053,48 +1043,71 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       // Panels of B per micro-kernel call: with one row panel of one or two rows, several
       // (micro_kernel_wide); otherwise one.
       const int64_t group = one_panel && mc <= 2 ? kWidePanels / mc : 1;
-      for (int64_t p = 0; p < k_blocks; ++p) {
+      // The columns from j_packed on go through panels of B (packed, streamed or in place); before
+      // them, with lines_b, groups of W columns go through micro_kernel_lines.
+      int64_t j_packed = j0;
+      constexpr int64_t W = Simd<float>::kWidth;
+      if (lines_b) j_packed = j0 + (j1 - j0) / W * W;
+      // `group` panels of B from column jr against K chunk p: C's columns there get the chunk's
+      // sums, added in (or, for the first chunk, stored).
+      auto panels_step = [&](int64_t p, int64_t jr) {
         const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
         const Elem* chunk_a = shared_a ? whole_a->get() + depth(k0) * row_panels * MR : own_a ? own_a->get() : nullptr;
-        if (!shared_a && full_rows < mc) pack_a(own_a->get(), i0 + full_rows, mc - full_rows, p);
         const T* rows_of_a = nullptr;  // with rows_a: A's rows of this tile, from column k0
         if constexpr (std::is_same_v<S, T>)
           if (rows_a) rows_of_a = a.data + i0 * a.row_stride + k0;
-        int64_t j_packed = j0;  // columns from here on go through packed panels
-        if constexpr (kLinesKernel) {
-          constexpr int64_t W = Simd<float>::kWidth;
-          if (lines_b)
-            for (; j_packed + W <= j1; j_packed += W)
-              micro_kernel_lines(kc, chunk_a, b.data + k0 + (jc + j_packed) * b.col_stride, b.col_stride,
-                                 c + i0 * n + jc + j_packed, p == 0 && !accumulate);
+        const int64_t cols = std::min(group * NR, j1 - jr);
+        const Elem* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
+                              : stream_b ? own_b->get()
+                                         : packed_b->get() + depth(k0) * panels * NR + jr * depth(kc);
+        if (stream_b)
+          pack_kernel_panels<NR, Kernel>(own_b->get(), b.data + k0 * b.row_stride + (jc + jr) * b.col_stride,
+                                         b.col_stride, b.row_stride, cols, kc);
+        T* c_panel = c + i0 * n + jc + jr;
+        const bool first = p == 0 && !accumulate;
+        if (group > 1) {  // one row panel of mc <= 2 rows (shared A)
+          const int64_t panel_stride = direct_b ? NR : depth(kc) * NR, ldb = direct_b ? b.row_stride : NR;
+          if (cols == group * NR && mc == 1)
+            micro_kernel_wide<Kernel, 1>(depth(kc), chunk_a, panel_b, panel_stride, ldb, c_panel, n, first);
+          else if (cols == group * NR)
+            micro_kernel_wide<Kernel, 2>(depth(kc), chunk_a, panel_b, panel_stride, ldb, c_panel, n, first);
+          else  // a last, narrower group: panel by panel
+            for (int64_t g = 0; g * NR < cols; ++g)
+              micro_kernel_rows<Kernel>(depth(kc), chunk_a, panel_b + g * panel_stride, ldb, c_panel + g * NR, n, mc,
+                                        std::min(NR, cols - g * NR), first);
+          return;
         }
-        for (int64_t jr = j_packed; jr < j1; jr += group * NR) {
-          const int64_t cols = std::min(group * NR, j1 - jr);
-          const Elem* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
-                                : stream_b ? own_b->get()
-                                           : packed_b->get() + depth(k0) * panels * NR + jr * depth(kc);
-          if (stream_b)
-            pack_kernel_panels<NR, Kernel>(own_b->get(), b.data + k0 * b.row_stride + (jc + jr) * b.col_stride,
-                                           b.col_stride, b.row_stride, cols, kc);
-          T* c_panel = c + i0 * n + jc + jr;
-          if (group > 1) {  // one row panel of mc <= 2 rows (shared A)
-            const int64_t panel_stride = direct_b ? NR : depth(kc) * NR, ldb = direct_b ? b.row_stride : NR;
-            const bool first = p == 0 && !accumulate;
-            if (mc == 1)
-              micro_kernel_wide<Kernel, 1>(depth(kc), chunk_a, panel_b, panel_stride, ldb, c_panel, n, mc, cols, first);
-            else
-              micro_kernel_wide<Kernel, 2>(depth(kc), chunk_a, panel_b, panel_stride, ldb, c_panel, n, mc, cols, first);
-            continue;
-          }
-          const int64_t ldb = kReadBInPlace && direct_b ? b.row_stride : NR;
-          if constexpr (kHasRowsAKernel<T> && std::is_same_v<Elem, T>)
-            for (int64_t ir = 0; ir < full_rows; ir += MR)
-              micro_kernel_in_place_a<T>(kc, rows_of_a + ir * a.row_stride, a.row_stride, panel_b, ldb, c_panel + ir * n,
-                                         n, cols, p == 0 && !accumulate);
-          for (int64_t ir = full_rows; ir < mc; ir += MR)
-            micro_kernel_rows<Kernel>(depth(kc), chunk_a + (ir - full_rows) * depth(kc), panel_b, ldb, c_panel + ir * n,
-                                      n, std::min(MR, mc - ir), cols, p == 0 && !accumulate);
-        }
+        const int64_t ldb = kReadBInPlace && direct_b ? b.row_stride : NR;
+        if constexpr (kHasRowsAKernel<T> && std::is_same_v<Elem, T>)
+          for (int64_t ir = 0; ir < full_rows; ir += MR)
+            micro_kernel_in_place_a<T>(kc, rows_of_a + ir * a.row_stride, a.row_stride, panel_b, ldb, c_panel + ir * n,
+                                       n, cols, first);
+        for (int64_t ir = full_rows; ir < mc; ir += MR)
+          micro_kernel_rows<Kernel>(depth(kc), chunk_a + (ir - full_rows) * depth(kc), panel_b, ldb, c_panel + ir * n, n,
+                                    std::min(MR, mc - ir), cols, first);
+      };
+      if (one_panel) {
+        // One row panel (shared A, packed whole): each group of columns runs all of K, chunk after
+        // chunk, before the next group. The sums and their order are those of the chunk-major
+        // order below (each chunk's sum is added to C in turn), but B's lines along K (x W^T) are
+        // read start to end in one pass: chunk by chunk across all of B, each line was visited
+        // once per chunk, far apart. On a 2-core Zen 3, 1 x 151936 x 1024 as x W^T (a vocabulary's
+        // head) went from 26-32 to 20-22 ms on two threads (bf16: 27-33 to 18-21), 49 to 37-40 on
+        // one, and greedy decoding of qwen1.5-0.5b's shape (f32, random weights) from 11.9-12.2 to
+        // 15.6-15.7 tokens/s on two threads, 7.1 to 8.8 on one; smaller B, in L3, ran as fast.
+        if constexpr (kLinesKernel)
+          for (int64_t jl = j0; jl < j_packed; jl += W)
+            for (int64_t p = 0; p < k_blocks; ++p)
+              micro_kernel_lines(std::min(KC, k - p * KC), whole_a->get() + depth(p * KC) * row_panels * MR,
+                                 b.data + p * KC + (jc + jl) * b.col_stride, b.col_stride, c + i0 * n + jc + jl,
+                                 p == 0 && !accumulate);
+        for (int64_t jr = j_packed; jr < j1; jr += group * NR)
+          for (int64_t p = 0; p < k_blocks; ++p) panels_step(p, jr);
+        return;
+      }
+      for (int64_t p = 0; p < k_blocks; ++p) {
+        if (!shared_a && full_rows < mc) pack_a(own_a->get(), i0 + full_rows, mc - full_rows, p);
+        for (int64_t jr = j_packed; jr < j1; jr += group * NR) panels_step(p, jr);
       }
     };
     const int64_t tiles = row_tiles * col_tiles;

@@ -1,6 +1,8 @@
 #!/bin/sh
 # The CPU GEMM's main micro-kernels keep their accumulators in registers. Counts the ymm and zmm
-# loads and stores at %rsp (the accumulators' width; a scalar tail's xmm are not spills) in this
+# loads and stores at %rsp or %rbp (the stack, addressed from its pointer or, in a function that
+# realigns it, from its frame pointer; the accumulators' width: a scalar tail's xmm are not
+# spills) in this
 # build's micro_kernel of the most rows (14 with AVX-512, 6 with AVX2; f32, f64 and, built for
 # AVX512_BF16, the bf16 pairs), in micro_kernel_rows_a, in the f32 (and bf16 pairs)
 # micro_kernel_wide of one and two rows and in micro_kernel_lines; more than a few means the
@@ -35,7 +37,7 @@ awk '
     if (name != "") { count[name] += 0; rows_of[name] = rows; if (rows > most) most = rows }
     next
   }
-  name != "" && /[yz]mm/ && /\(%rsp\)/ { count[name]++ }
+  name != "" && /[yz]mm/ && /\(%r[sb]p\)/ { count[name]++ }
   END {
     if (most == 0) { print "no packed GEMM micro-kernels (Eigen build)"; exit 77 }
     bad = 0
