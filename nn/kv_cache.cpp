@@ -147,9 +147,12 @@ void append_slots(LayerCache& cache, const Tensor& k, const Tensor& v, int64_t m
   // The buffers are this cache's (k and v still view them) and hold room for the new slots; then
   // the slots past S are claimed at once, so that of two copies stepped side by side, even on
   // two threads, only one writes there.
+  auto views_buffer = [](const Tensor& x, const Tensor& buffer) {  // x: the buffer's first slots
+    return x.same_storage(buffer) && x.data_ptr() == buffer.data_ptr() && x.strides() == buffer.strides();
+  };
   bool in_place = cache.k_buffer.defined() && cache.filled && s + tq <= cache.k_buffer.size(2) &&
-                  cache.k_buffer.size(0) == k.size(0) && cache.k.same_storage(cache.k_buffer) &&
-                  cache.v.same_storage(cache.v_buffer);
+                  cache.k_buffer.size(0) == k.size(0) && views_buffer(cache.k, cache.k_buffer) &&
+                  views_buffer(cache.v, cache.v_buffer);
   if (in_place) {
     int64_t expected = s;
     in_place = cache.filled->compare_exchange_strong(expected, s + tq);
@@ -195,7 +198,9 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     k = k * step.real;
     v = v * step.real;
   }
-  const Tensor* alpha_ma = nullptr;  // looked up before the cache is touched
+  // The state and parameters the attention reads, looked up before the cache is touched.
+  const Tensor sigma = kind().core == CoreKind::sink ? ps[kSinks.name] : Tensor();
+  const Tensor* alpha_ma = nullptr;
   if (kind().core == CoreKind::affine) {
     std::string key = join(prefix, "alpha_ma");
     auto it = st.buffers.find(key);
@@ -210,7 +215,7 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
   spec.k = cache.k;
   spec.v = cache.v;
   spec.visible = step.visible;
-  if (spec.kind == CoreKind::sink) spec.sigma = ps[kSinks.name];
+  if (spec.kind == CoreKind::sink) spec.sigma = sigma;
   if (spec.kind == CoreKind::affine) {
     // U_i = U + the running sum of the new v: O(d) per query for the affine term, however long
     // the row.

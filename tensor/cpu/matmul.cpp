@@ -1077,6 +1077,9 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
                                         std::min(NR, cols - g * NR), first);
           return;
         }
+        // Without kReadBInPlace (AVX2), B is in place only for one panel of one or two rows, which
+        // the branch above takes (group > 1): here it is always packed.
+        static_assert(kWidePanels / 2 > 1);
         const int64_t ldb = kReadBInPlace && direct_b ? b.row_stride : NR;
         if constexpr (kHasRowsAKernel<T> && std::is_same_v<Elem, T>)
           for (int64_t ir = 0; ir < full_rows; ir += MR)

@@ -2,7 +2,8 @@
 // against the scalar reference from the definition and the CPU kernel, for softmax, sink and
 // affine, GQA, one and several new queries, ragged rows, more slots than a block has threads,
 // f32 and bf16, under two emulator schedules (which must agree bit for bit); and k and v read
-// through their strides (views of longer buffers, rows sharing one batch entry).
+// through their strides (views of longer buffers, rows sharing one batch entry) or, with a head
+// dim that is not contiguous, copied.
 #include "tests/cuda/kernel_check.hpp"
 
 #include <cmath>
