@@ -5,8 +5,9 @@
 //
 // Both sides generate exactly --new-tokens tokens for each of --batch random prompts of
 // --prompt-len tokens (no end-of-sequence token), greedily, with the KV cache, on --threads
-// threads (cotan may run on --device cuda, alone). Each also generates a single token from the same prompts (the prompt's prefill and one
-// choice): decode tokens/s is the (new tokens - 1) x batch over the difference of the medians.
+// threads (cotan may run on --device cuda, alone). Each also generates a single token from the
+// same prompts (the prompt's prefill and one choice): decode tokens/s is the (new tokens - 1) x
+// batch over the difference of the medians.
 // After one untimed run of each length, the two sides take turns --repeats times, with a settling
 // pause (kSettle) before each turn; the medians are reported. The tokens chosen are compared: the
 // work is the same whatever they are (every row runs all its steps), but with random weights
@@ -49,13 +50,14 @@ struct Side {
   std::vector<double> full, prefill;  // seconds of each timed run: --new-tokens, and one token
   double full_ms() const { return median(full) * 1e3; }
   double prefill_ms() const { return median(prefill) * 1e3; }
+  double decode_seconds() const { return median(full) - median(prefill); }  // the steps after the first token
   // New tokens a second, prefill included; and of the decode steps alone.
   double tokens_per_s(int64_t tokens) const { return double(tokens) / median(full); }
-  double decode_tokens_per_s(int64_t tokens) const { return double(tokens) / (median(full) - median(prefill)); }
+  double decode_tokens_per_s(int64_t tokens) const { return double(tokens) / decode_seconds(); }
   std::string json(int64_t tokens, int64_t decode_tokens) const {
     std::string out = "\"ms\":" + json_number(full_ms()) + ",\"prefill_ms\":" + json_number(prefill_ms()) +
                       ",\"tokens_per_s\":" + json_number(tokens_per_s(tokens)) + ",\"decode_tokens_per_s\":" +
-                      (median(full) > median(prefill) ? json_number(decode_tokens_per_s(decode_tokens)) : "null") +
+                      (decode_seconds() > 0 ? json_number(decode_tokens_per_s(decode_tokens)) : "null") +
                       ",\"run_ms\":[";
     for (size_t i = 0; i < full.size(); ++i) {
       if (i) out += ',';
@@ -65,29 +67,16 @@ struct Side {
   }
 };
 
-// The reply's "seconds" [numbers] and "tokens" [[ids] per row], or "[bench] --torch generate: ..."
-// naming what is wrong.
-std::vector<double> reply_seconds(const Json& reply) {
-  const Json* seconds = reply.is_object() && reply.contains("seconds") ? &reply["seconds"] : nullptr;
-  if (!seconds || !seconds->is_array()) fail("bench", "--torch generate: the reply has no array 'seconds'");
-  std::vector<double> out;
-  for (const Json& v : *seconds) {
-    if (!v.is_number()) fail("bench", "--torch generate: 'seconds' holds ", kind_name(v), ", not numbers");
-    out.push_back(v.get<double>());
-  }
-  return out;
-}
+// The reply's "tokens": the new ids of each row, or "[bench] --torch generate: ..." naming what
+// is wrong.
 std::vector<std::vector<int32_t>> reply_tokens(const Json& reply) {
-  const Json* tokens = reply.is_object() && reply.contains("tokens") ? &reply["tokens"] : nullptr;
-  if (!tokens || !tokens->is_array()) fail("bench", "--torch generate: the reply has no array 'tokens'");
+  const Json& tokens = member(reply, "tokens");
+  if (!tokens.is_array()) fail("bench", "--torch generate: the reply's 'tokens' is ", kind_name(tokens), ", not rows");
   std::vector<std::vector<int32_t>> out;
-  for (const Json& row : *tokens) {
+  for (const Json& row : tokens) {
     if (!row.is_array()) fail("bench", "--torch generate: 'tokens' holds ", kind_name(row), ", not rows of ids");
     out.emplace_back();
-    for (const Json& id : row) {
-      if (!id.is_number_integer()) fail("bench", "--torch generate: a row of 'tokens' holds ", kind_name(id));
-      out.back().push_back(id.get<int32_t>());
-    }
+    for (const Json& id : row) out.back().push_back(int32_t(as_int(id)));
   }
   return out;
 }
@@ -210,7 +199,7 @@ int bench_generate(const Args& args) {
     request["new_tokens"] = n;
     const Json reply = torch->request(request);
     transformers_version = JsonFields(reply, "bench", "--torch generate").required<std::string>("transformers");
-    const std::vector<double> seconds = reply_seconds(reply);
+    const std::vector<double> seconds = TorchReference::numbers(reply, "seconds");
     const std::vector<std::vector<int32_t>> tokens = reply_tokens(reply);
     check(seconds.size() == 1 && tokens.size() == size_t(batch), "bench generate", "transformers' reply has ",
           seconds.size(), " times and ", tokens.size(), " rows for 1 run of ", batch);
@@ -258,7 +247,7 @@ int bench_generate(const Args& args) {
       std::cout << ",\"torch\":" << described.substr(0, described.size() - 1) << "," << theirs.json(tokens, decode_tokens)
                 << "},\"ratio\":" << json_number(ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens))
                 << ",\"ratio_decode\":"
-                << json_number((median(theirs.full) - median(theirs.prefill)) / (median(ours.full) - median(ours.prefill)))
+                << json_number(theirs.decode_seconds() / ours.decode_seconds())
                 << ",\"tokens_agree\":" << agree << ",\"tokens_compared\":" << tokens;
     } else {
       std::cout << ",\"torch\":null,\"ratio\":null,\"ratio_decode\":null";
@@ -288,7 +277,7 @@ int bench_generate(const Args& args) {
     row("transformers", theirs);
     std::printf("\nratio (cotan / transformers): %.2fx tokens/s, %.2fx decode\n",
                 ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens),
-                (median(theirs.full) - median(theirs.prefill)) / (median(ours.full) - median(ours.prefill)));
+                theirs.decode_seconds() / ours.decode_seconds());
     std::printf("same weights and prompts: %lld of %lld greedy tokens agree (each row up to its first difference)\n",
                 static_cast<long long>(agree), static_cast<long long>(tokens));
   } else {

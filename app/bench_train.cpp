@@ -69,15 +69,6 @@ namespace fs = std::filesystem;
 // Eager steps of each OMP_WAIT_POLICY timed to choose between them (--torch-omp-wait auto).
 constexpr int kProbeSteps = 5;
 
-// The numbers of the reply's array `key`.
-std::vector<double> numbers(const Json& reply, std::string_view key) {
-  const Json& array = member(reply, key);
-  if (!array.is_array()) fail("bench", "--torch: the reply's '", key, "' is ", kind_name(array), ", not an array");
-  std::vector<double> out;
-  for (const Json& v : array) out.push_back(as_double(v));
-  return out;
-}
-
 // Process CPU seconds, all threads together.
 double process_cpu_seconds() {
   timespec t;
@@ -250,9 +241,9 @@ int bench_train(const Args& args) {
     torch_request["steps"] = untimed + n;
     torch_request["mode"] = mode;
     const Json reply = process.request(torch_request);
-    for (double loss : numbers(reply, "losses")) side.losses.push_back(loss);
+    for (double loss : TorchReference::numbers(reply, "losses")) side.losses.push_back(loss);
     if (timed) {
-      const std::vector<double> seconds = numbers(reply, "seconds"), cpu_seconds = numbers(reply, "cpu_seconds");
+      const std::vector<double> seconds = TorchReference::numbers(reply, "seconds"), cpu_seconds = TorchReference::numbers(reply, "cpu_seconds");
       check(seconds.size() == size_t(untimed + n) && cpu_seconds.size() == size_t(untimed + n), "bench train",
             "PyTorch's reply has ", seconds.size(), " step times for ", untimed + n, " steps");
       side.seconds.insert(side.seconds.end(), seconds.begin() + untimed, seconds.end());
@@ -298,7 +289,7 @@ int bench_train(const Args& args) {
   if (torch && compile) {
     try {
       const Json reply = run_torch(*torch, "compiled", compile_warmup, false, compiled);
-      compile_seconds = numbers(reply, "seconds").front();
+      compile_seconds = TorchReference::numbers(reply, "seconds").front();
       timing_compiled = true;
     } catch (const Error& e) {
       compiled_note = e.what();

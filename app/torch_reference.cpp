@@ -161,6 +161,14 @@ Json TorchReference::description() const { return parse_json(hello_); }
 
 std::string TorchReference::json_field() const { return "\"torch\":" + hello_; }
 
+std::vector<double> TorchReference::numbers(const Json& reply, std::string_view key) {
+  const Json& array = member(reply, key);
+  if (!array.is_array()) fail("bench", "--torch: the reply's '", key, "' is ", kind_name(array), ", not an array");
+  std::vector<double> out;
+  for (const Json& v : array) out.push_back(as_double(v));
+  return out;
+}
+
 Json TorchReference::request(const Json& message) {
   std::fputs((dump_json(message) + "\n").c_str(), to_);
   std::fflush(to_);

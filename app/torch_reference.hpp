@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -85,6 +86,8 @@ class TorchReference {
 
   // Sends one request and returns the reply; a reply {"error": ...} throws with that message.
   Json request(const Json& message);
+  // The numbers of a reply's array `key`; "[bench] --torch: ..." when it is not an array of them.
+  static std::vector<double> numbers(const Json& reply, std::string_view key);
 
  private:
   std::string read_line();

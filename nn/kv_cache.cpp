@@ -148,7 +148,7 @@ void append_slots(LayerCache& cache, const Tensor& k, const Tensor& v, int64_t m
   // the slots past S are claimed at once, so that of two copies stepped side by side, even on
   // two threads, only one writes there.
   auto views_buffer = [](const Tensor& x, const Tensor& buffer) {  // x: the buffer's first slots
-    return x.same_storage(buffer) && x.data_ptr() == buffer.data_ptr() && x.strides() == buffer.strides();
+    return x.data_ptr() == buffer.data_ptr() && x.strides() == buffer.strides();
   };
   bool in_place = cache.k_buffer.defined() && cache.filled && s + tq <= cache.k_buffer.size(2) &&
                   cache.k_buffer.size(0) == k.size(0) && views_buffer(cache.k, cache.k_buffer) &&

@@ -1050,9 +1050,13 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       if (lines_b) j_packed = j0 + (j1 - j0) / W * W;
       // `group` panels of B from column jr against K chunk p: C's columns there get the chunk's
       // sums, added in (or, for the first chunk, stored).
+      // A's packed panels for K chunk p: the shared A's chunk, or this tile's own (packed per chunk).
+      auto chunk_a_at = [&](int64_t p) -> const Elem* {
+        return shared_a ? whole_a->get() + depth(p * KC) * row_panels * MR : own_a ? own_a->get() : nullptr;
+      };
       auto panels_step = [&](int64_t p, int64_t jr) {
         const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
-        const Elem* chunk_a = shared_a ? whole_a->get() + depth(k0) * row_panels * MR : own_a ? own_a->get() : nullptr;
+        const Elem* chunk_a = chunk_a_at(p);
         const T* rows_of_a = nullptr;  // with rows_a: A's rows of this tile, from column k0
         if constexpr (std::is_same_v<S, T>)
           if (rows_a) rows_of_a = a.data + i0 * a.row_stride + k0;
@@ -1101,9 +1105,8 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
         if constexpr (kLinesKernel)
           for (int64_t jl = j0; jl < j_packed; jl += W)
             for (int64_t p = 0; p < k_blocks; ++p)
-              micro_kernel_lines(std::min(KC, k - p * KC), whole_a->get() + depth(p * KC) * row_panels * MR,
-                                 b.data + p * KC + (jc + jl) * b.col_stride, b.col_stride, c + i0 * n + jc + jl,
-                                 p == 0 && !accumulate);
+              micro_kernel_lines(std::min(KC, k - p * KC), chunk_a_at(p), b.data + p * KC + (jc + jl) * b.col_stride,
+                                 b.col_stride, c + i0 * n + jc + jl, p == 0 && !accumulate);
         for (int64_t jr = j_packed; jr < j1; jr += group * NR)
           for (int64_t p = 0; p < k_blocks; ++p) panels_step(p, jr);
         return;
@@ -1121,6 +1124,11 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   }
 }
 
+// The multiply-adds a product counts as when deciding whether to split it across threads. One
+// of fewer than MR rows is bound by reading B, not by its FMAs: it costs about what a whole row
+// panel would, and is split as one.
+int64_t product_work(int64_t m, int64_t n, int64_t k) { return std::max(m, kMR) * n * k; }
+
 template <class S>
 void matmul_batch(const Tensor& a, const Tensor& b, const Tensor& out, int64_t m, int64_t n, int64_t k) {
   using T = compute_t<S>;
@@ -1131,9 +1139,7 @@ void matmul_batch(const Tensor& a, const Tensor& b, const Tensor& out, int64_t m
   // Read here, on the calling thread: a COTAN_GEMM_BF16 this build cannot honour is an error.
   [[maybe_unused]] const bool pairs = std::is_same_v<S, bf16> && bf16_pairs();
   const ComputeOutput<S> c(out);
-  // A product of fewer than MR rows is bound by reading B, not by its FMAs: it costs about what
-  // a whole row panel would, and is split across threads as one.
-  for_each_product(int64_t(a_offsets.size()), std::max(m, kMR) * n * k, [&](int64_t i, bool split) {
+  for_each_product(int64_t(a_offsets.size()), product_work(m, n, k), [&](int64_t i, bool split) {
     Operand<S> ai{a_data + a_offsets[size_t(i)], a.strides()[size_t(nd - 2)], a.strides()[size_t(nd - 1)]};
     Operand<S> bi{b_data + b_offsets[size_t(i)], b.strides()[size_t(nd - 2)], b.strides()[size_t(nd - 1)]};
 #ifdef __AVX512BF16__
@@ -1151,7 +1157,7 @@ void matmul_accumulate_packed(const Tensor& a, const Tensor& b, const Tensor& c)
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   Operand<T> ai{a.data<T>(), a.strides()[0], a.strides()[1]};
   Operand<T> bi{b.data<T>(), b.strides()[0], b.strides()[1]};
-  packed_gemm<T, T>(ai, bi, c.data<T>(), m, n, k, std::max(m, kMR) * n * k >= kParallelWork, true);
+  packed_gemm<T, T>(ai, bi, c.data<T>(), m, n, k, product_work(m, n, k) >= kParallelWork, true);
 }
 
 #else  // no AVX2 + FMA: Eigen

@@ -2,6 +2,18 @@
 #   sh tests/cli/bench.sh COTAN CASE
 . "$(dirname "$0")/common.sh"
 
+# A bench's JSON in FILE: the host it reports (CPU, load average, threads) and PYTHON_CONDITION
+# on it, r, must hold.
+check_json() {  # WHAT FILE PYTHON_CONDITION
+  python3 - "$2" "$3" <<'PY' || fail "$1: $(cat "$2")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+host = r["host"]
+ok = isinstance(host["cpu"], str) and len(host["load_average"]) == 3 and host["threads"] >= 1
+sys.exit(0 if ok and eval("(" + sys.argv[2] + ")", {"r": r}) else 1)
+PY
+}
+
 # bench kd-loss at 512 x 8192 (16 MiB per [N, V] tensor): the donated fused loss adds almost no
 # memory (at most 1/8 of the composed loss's extra), the kept one exactly a new gradient, and all
 # three agree.
@@ -101,15 +113,6 @@ PY
 # measured FMA peak and each figure's fraction of it; with --torch, the fallback warning, and
 # then either the fallback's description (where /usr/bin/python3 has torch) or one error line.
 case_reference_fields() {
-  check_json() {  # WHAT FILE PYTHON_CONDITION
-    python3 - "$2" "$3" <<'PY' || fail "$1: $(cat "$2")"
-import json, sys
-r = json.load(open(sys.argv[1]))
-host = r["host"]
-ok = isinstance(host["cpu"], str) and len(host["load_average"]) == 3 and host["threads"] >= 1
-sys.exit(0 if ok and eval("(" + sys.argv[2] + ")", {"r": r}) else 1)
-PY
-  }
   # With --torch and no reference environment: the warning, then a description or an error.
   check_fallback() {  # WHAT ARGS...
     what=$1
@@ -178,28 +181,21 @@ PY
 # stand-in reference (tests/cli/fake_generate_reference.py: 0.5 s a run, 0.1 s for one token),
 # whose figures and ratios the JSON must carry, computed from those times; and its bad options.
 case_generate_bench() {
-  check_json() {  # WHAT CONDITION
-    python3 - "$STDOUT" "$2" <<'PY' || fail "$1: $(cat "$STDOUT")"
-import json, sys
-r = json.load(open(sys.argv[1]))
-sys.exit(0 if eval("(" + sys.argv[2] + ")", {"r": r}) else 1)
-PY
-  }
   "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 4 --batch 2 --repeats 1 --no-torch \
     --json > "$STDOUT" 2> "$STDERR" || fail "bench generate failed: $(cat "$STDERR")"
-  check_json "bench generate" 'r["model"] == "tiny-student (random weights)" and r["model_type"] == "llama" and
+  check_json "bench generate" "$STDOUT" 'r["model"] == "tiny-student (random weights)" and r["model_type"] == "llama" and
     r["params"] > 0 and r["batch"] == 2 and r["new_tokens"] == 4 and r["torch"] is None and
     r["cotan"]["tokens_per_s"] > 0 and r["cotan"]["prefill_ms"] > 0 and len(r["cotan"]["run_ms"]) == 1 and
     abs(r["cotan"]["tokens_per_s"] - 8 / (r["cotan"]["ms"] / 1e3)) < 1e-3 * r["cotan"]["tokens_per_s"]'
   dir=$(dirname "$0")/../hf/fixtures/llama_gqa
   "$COTAN" bench generate --model "$dir" --prompt-len 3 --new-tokens 2 --repeats 1 --no-torch --json \
     > "$STDOUT" 2> "$STDERR" || fail "bench generate --model $dir failed: $(cat "$STDERR")"
-  check_json "bench generate --model DIR" 'r["model"].endswith("llama_gqa") and r["cotan"]["tokens_per_s"] > 0'
+  check_json "bench generate --model DIR" "$STDOUT" 'r["model"].endswith("llama_gqa") and r["cotan"]["tokens_per_s"] > 0'
 
   "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 4 --batch 3 --repeats 2 --torch \
     --torch-python "$(command -v python3)" --torch-script "$(dirname "$0")/fake_generate_reference.py" --json \
     > "$STDOUT" 2> "$STDERR" || fail "bench generate --torch (stand-in) failed: $(cat "$STDERR")"
-  check_json "bench generate --torch (stand-in)" 'r["torch"]["transformers"] == "fake-1.0" and
+  check_json "bench generate --torch (stand-in)" "$STDOUT" 'r["torch"]["transformers"] == "fake-1.0" and
     r["torch"]["ms"] == 500 and r["torch"]["prefill_ms"] == 100 and r["torch"]["tokens_per_s"] == 24 and
     abs(r["torch"]["decode_tokens_per_s"] - 22.5) < 1e-9 and
     abs(r["ratio"] - r["cotan"]["tokens_per_s"] / 24) < 1e-4 * r["ratio"] and
