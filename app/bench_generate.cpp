@@ -1,15 +1,19 @@
 // `cotan bench generate`: greedy generation's tokens/s, prefill included and decode alone, of a
 // model directory or of a preset with random weights, side by side with HF transformers'
 // `generate` on the same weights and prompts (bench/torch_reference.py's "generate" request, in
-// the reference environment of app/torch_reference.hpp), what a user would otherwise run.
+// the reference environment of app/torch_reference.hpp), what a user would otherwise run: as it
+// is (eager), and with a static cache whose decoding steps transformers gives to torch.compile
+// (compiled, unless --no-torch-compile), its fastest generate. Compiling happens in the untimed
+// first runs (the first one's time is reported); a graph compiled during a timed run is counted
+// and reported, since that run's time then includes compiling.
 //
 // Both sides generate exactly --new-tokens tokens for each of --batch random prompts of
 // --prompt-len tokens (no end-of-sequence token), greedily, with the KV cache, on --threads
 // threads (cotan may run on --device cuda, alone). Each also generates a single token from the
 // same prompts (the prompt's prefill and one choice): decode tokens/s is the (new tokens - 1) x
 // batch over the difference of the medians.
-// After one untimed run of each length, the two sides take turns --repeats times, with a settling
-// pause (kSettle) before each turn; the medians are reported. The tokens chosen are compared: the
+// After one untimed run of each length (compiled: two of --new-tokens), the sides take turns
+// --repeats times, with a settling pause (kSettle) before each turn; the medians are reported. The tokens chosen are compared: the
 // work is the same whatever they are (every row runs all its steps), but with random weights
 // the logits of many tokens are close, so an f32 rounding apart may pick another one; the count
 // of agreeing tokens, up to each row's first difference, is printed, not checked.
@@ -20,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -98,7 +103,8 @@ int bench_generate(const Args& args) {
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda | cuda:N (transformers: CPU only)")
       ("seed", po::value<uint64_t>()->default_value(0), "seed of the random weights and prompts")
       ("torch", "also time HF transformers (the default when it is installed); fail when it is not")
-      ("no-torch", "time cotan alone");
+      ("no-torch", "time cotan alone")
+      ("no-torch-compile", "time transformers eager only, not also with a static cache under torch.compile");
   add_torch_options(options);
   po::variables_map vm = parse_options(args, options);
   if (vm.count("help")) {
@@ -152,7 +158,7 @@ int bench_generate(const Args& args) {
     prompts.push_back(randint({prompt_len}, 0, config.vocab_size, prompt_gen, DType::i32).to_vector<int32_t>());
 
   std::unique_ptr<TorchReference> torch;
-  std::string torch_note;
+  std::string torch_note, compiled_note;
   Json request = Json::object();
   if (!device.is_cpu()) {
     torch_note = "transformers is timed with --device cpu only";
@@ -172,6 +178,7 @@ int bench_generate(const Args& args) {
       request["prompts"] = prompts;
       request["runs"] = 1;
       request["new_tokens"] = 1;
+      request["mode"] = "eager";
       torch->request(request);  // loads the model; its reply names transformers' version
     } catch (const Error& e) {
       if (vm.count("torch")) throw;
@@ -182,7 +189,7 @@ int bench_generate(const Args& args) {
 
   nn::GenerateConfig c;
   c.sampling.greedy = true;  // no eos: every row runs all its steps
-  std::vector<std::vector<int32_t>> ours_tokens, theirs_tokens;
+  std::vector<std::vector<int32_t>> ours_tokens, theirs_tokens, compiled_tokens;
   auto run_cotan = [&](int64_t n) {
     c.max_new_tokens = n;
     Generator gen(seed);
@@ -194,10 +201,14 @@ int bench_generate(const Args& args) {
     return seconds;
   };
   std::string transformers_version;
-  auto run_torch = [&](int64_t n) {
+  int64_t graphs_compiled = 0;  // by torch.compile, during the runs counted here
+  // One run of transformers (mode "eager" or "compiled") generating n tokens; its seconds.
+  auto run_torch = [&](int64_t n, const char* mode) {
     std::this_thread::sleep_for(kSettle);
     request["new_tokens"] = n;
+    request["mode"] = mode;
     const Json reply = torch->request(request);
+    graphs_compiled += as_int(member(reply, "graphs_compiled"));
     transformers_version = JsonFields(reply, "bench", "--torch generate").required<std::string>("transformers");
     const std::vector<double> seconds = TorchReference::numbers(reply, "seconds");
     const std::vector<std::vector<int32_t>> tokens = reply_tokens(reply);
@@ -205,32 +216,51 @@ int bench_generate(const Args& args) {
           seconds.size(), " times and ", tokens.size(), " rows for 1 run of ", batch);
     for (const auto& row : tokens)
       check(int64_t(row.size()) == n, "bench generate", "transformers generated ", row.size(), " tokens for a row, not ", n);
-    if (n == new_tokens) theirs_tokens = tokens;
+    if (n == new_tokens) (std::string_view(mode) == "eager" ? theirs_tokens : compiled_tokens) = tokens;
     return seconds[0];
   };
 
-  // Untimed first runs (caches, thread pools, first-touch of the weights), then turns.
-  Side ours, theirs;
+  // Untimed first runs (caches, thread pools, first-touch of the weights; compiling), then turns.
+  Side ours, theirs, compiled;
   run_cotan(new_tokens);
   run_cotan(1);
+  std::optional<double> compile_seconds;  // the first compiled run's, compiling included
   if (torch) {
-    run_torch(new_tokens);
-    run_torch(1);
+    run_torch(new_tokens, "eager");
+    run_torch(1, "eager");
+    if (vm.count("no-torch-compile")) {
+      compiled_note = "--no-torch-compile";
+    } else {
+      try {
+        compile_seconds = run_torch(new_tokens, "compiled");
+        run_torch(new_tokens, "compiled");
+        run_torch(1, "compiled");
+      } catch (const Error& e) {
+        compile_seconds.reset();
+        compiled_note = e.what();
+      }
+    }
   }
+  graphs_compiled = 0;  // from here on, only while timed
   for (int i = 0; i < repeats; ++i)
     for (int64_t n : {new_tokens, int64_t(1)}) {
       if (torch) std::this_thread::sleep_for(kSettle);
       (n == 1 ? ours.prefill : ours.full).push_back(run_cotan(n));
-      if (torch) (n == 1 ? theirs.prefill : theirs.full).push_back(run_torch(n));
+      if (torch) (n == 1 ? theirs.prefill : theirs.full).push_back(run_torch(n, "eager"));
+      if (compile_seconds) (n == 1 ? compiled.prefill : compiled.full).push_back(run_torch(n, "compiled"));
     }
 
   const int64_t tokens = batch * new_tokens, decode_tokens = batch * (new_tokens - 1);
-  // Tokens that agree, each row up to its first difference.
-  int64_t agree = 0;
-  if (torch)
+  // cotan's tokens that agree with `others`, each row up to its first difference.
+  auto agreeing = [&](const std::vector<std::vector<int32_t>>& others) {
+    int64_t agree = 0;
     for (int64_t r = 0; r < batch; ++r)
-      for (int64_t i = 0; i < new_tokens && ours_tokens[size_t(r)][size_t(i)] == theirs_tokens[size_t(r)][size_t(i)]; ++i)
+      for (int64_t i = 0; i < new_tokens && ours_tokens[size_t(r)][size_t(i)] == others[size_t(r)][size_t(i)]; ++i)
         ++agree;
+    return agree;
+  };
+  const int64_t agree = torch ? agreeing(theirs_tokens) : 0;
+  const int64_t agree_compiled = compile_seconds ? agreeing(compiled_tokens) : 0;
   const std::string source = from_dir ? model_name : model_name + " (random weights)";
 
   if (json) {
@@ -245,12 +275,23 @@ int bench_generate(const Args& args) {
       t["transformers"] = transformers_version;
       const std::string described = dump_json(t);
       std::cout << ",\"torch\":" << described.substr(0, described.size() - 1) << "," << theirs.json(tokens, decode_tokens)
-                << "},\"ratio\":" << json_number(ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens))
-                << ",\"ratio_decode\":"
-                << json_number(theirs.decode_seconds() / ours.decode_seconds())
+                << ",\"compiled\":";
+      if (compile_seconds)
+        std::cout << "{" << compiled.json(tokens, decode_tokens) << ",\"first_run_s\":" << json_number(*compile_seconds)
+                  << ",\"graphs_compiled_while_timed\":" << graphs_compiled << ",\"tokens_agree\":" << agree_compiled
+                  << "}";
+      else
+        std::cout << "null,\"compiled_note\":\"" << json_escape(compiled_note) << "\"";
+      std::cout << "},\"ratio\":" << json_number(ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens))
+                << ",\"ratio_decode\":" << json_number(theirs.decode_seconds() / ours.decode_seconds())
+                << ",\"ratio_compiled\":"
+                << (compile_seconds ? json_number(ours.tokens_per_s(tokens) / compiled.tokens_per_s(tokens)) : "null")
+                << ",\"ratio_decode_compiled\":"
+                << (compile_seconds ? json_number(compiled.decode_seconds() / ours.decode_seconds()) : "null")
                 << ",\"tokens_agree\":" << agree << ",\"tokens_compared\":" << tokens;
     } else {
-      std::cout << ",\"torch\":null,\"ratio\":null,\"ratio_decode\":null";
+      std::cout << ",\"torch\":null,\"ratio\":null,\"ratio_decode\":null,\"ratio_compiled\":null,"
+                   "\"ratio_decode_compiled\":null";
       if (!torch_note.empty()) std::cout << ",\"note\":\"" << json_escape(torch_note) << "\"";
     }
     std::cout << "}\n";
@@ -264,22 +305,37 @@ int bench_generate(const Args& args) {
               static_cast<long long>(prompt_len), static_cast<long long>(new_tokens));
   std::printf("%s\n", host_line(threads).c_str());
   std::printf("median of %d runs of each length after one untimed", repeats);
-  if (torch)
+  if (torch) {
     std::printf(", taking turns %lld ms apart\n%s, transformers %s", static_cast<long long>(kSettle.count()),
                 torch->describe().c_str(), transformers_version.c_str());
-  std::printf("\n\n%-14s %12s %14s %10s %12s\n", "", "tokens/s", "decode tok/s", "run ms", "prefill ms");
+    if (compile_seconds)
+      std::printf("\ncompiled: a static cache, decoding steps under torch.compile; first run %.1f s (compiling), then one "
+                  "more untimed",
+                  *compile_seconds);
+    else
+      std::printf("\ntransformers compiled not timed: %s", compiled_note.c_str());
+  }
+  std::printf("\n\n%-22s %12s %14s %10s %12s\n", "", "tokens/s", "decode tok/s", "run ms", "prefill ms");
   auto row = [&](const char* name, const Side& side) {
-    std::printf("%-14s %12.1f %14.1f %10.1f %12.1f\n", name, side.tokens_per_s(tokens),
+    std::printf("%-22s %12.1f %14.1f %10.1f %12.1f\n", name, side.tokens_per_s(tokens),
                 side.decode_tokens_per_s(decode_tokens), side.full_ms(), side.prefill_ms());
   };
   row("cotan", ours);
   if (torch) {
-    row("transformers", theirs);
-    std::printf("\nratio (cotan / transformers): %.2fx tokens/s, %.2fx decode\n",
-                ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens),
-                theirs.decode_seconds() / ours.decode_seconds());
-    std::printf("same weights and prompts: %lld of %lld greedy tokens agree (each row up to its first difference)\n",
-                static_cast<long long>(agree), static_cast<long long>(tokens));
+    row("transformers eager", theirs);
+    if (compile_seconds) row("transformers compiled", compiled);
+    std::printf("\nratio (cotan / transformers): eager %.2fx tokens/s, %.2fx decode",
+                ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens), theirs.decode_seconds() / ours.decode_seconds());
+    if (compile_seconds)
+      std::printf("; compiled %.2fx tokens/s, %.2fx decode", ours.tokens_per_s(tokens) / compiled.tokens_per_s(tokens),
+                  compiled.decode_seconds() / ours.decode_seconds());
+    std::printf("\nsame weights and prompts: %lld of %lld greedy tokens agree with eager", static_cast<long long>(agree),
+                static_cast<long long>(tokens));
+    if (compile_seconds) std::printf(", %lld with compiled", static_cast<long long>(agree_compiled));
+    std::printf(" (each row up to its first difference)\n");
+    if (graphs_compiled > 0)
+      std::printf("note: torch.compile compiled %lld graphs during timed runs, whose times include compiling\n",
+                  static_cast<long long>(graphs_compiled));
   } else {
     std::printf("\ntransformers not timed%s%s\n", torch_note.empty() ? " (--no-torch)" : ": ", torch_note.c_str());
   }

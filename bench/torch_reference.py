@@ -31,12 +31,18 @@ Modes:
           "cpu_seconds", "losses", "grad_norms"}: distillation steps of torch_train_reference.py
           (same folder), eager or under torch.compile (mode "compiled"), whose models and
           optimizer are kept between requests;
-        {"op": "generate", "model", "dtype", "prompts", "new_tokens", "runs"} -> {"seconds",
-          "tokens", "transformers"}: HF transformers' greedy generate, with its KV cache, of exactly
-          new_tokens tokens for each prompt (a list of ids; equal lengths, no padding), from the
-          model directory `model` (loaded once, in dtype f32 or bf16); "tokens" are the last run's
-          new ids per prompt. A model_type "cotan" directory (an exported student of another
-          attention kind) loads with its own modeling code (trust_remote_code).
+        {"op": "generate", "model", "dtype", "prompts", "new_tokens", "runs"[, "mode"]} ->
+          {"seconds", "tokens", "transformers", "graphs_compiled"}: HF transformers' greedy
+          generate, with its KV cache, of exactly new_tokens tokens for each prompt (a list of
+          ids; equal lengths, no padding), from the model directory `model` (loaded once, in dtype
+          f32 or bf16); "tokens" are the last run's new ids per prompt. Mode "eager" (the default)
+          runs the model as it is; "compiled" gives generate a static cache and its decoding
+          steps to torch.compile (transformers' own compilation for static caches, which it does
+          on GPUs by itself and on the CPU when asked; the prefill stays eager), and fails when
+          transformers did not compile them. "graphs_compiled" counts the graphs torch.compile
+          made during the request: 0 once it is warm. A model_type "cotan" directory (an
+          exported student of another attention kind) loads with its own modeling code
+          (trust_remote_code), which keeps no cache to compile against.
       An empty line or EOF ends it.
 
 The header says what PyTorch runs on, read back from the process itself: {"torch", "blas" (one
@@ -278,14 +284,19 @@ class GenerateCase:
         transformers.utils.logging.disable_progress_bar()  # stderr is cotan's
         with open(os.path.join(model_dir, "config.json")) as f:
             remote = json.load(f).get("model_type") == "cotan"
+        self.remote = remote
         self.model = transformers.AutoModelForCausalLM.from_pretrained(
             model_dir, dtype=getattr(torch, DTYPES[dtype]), trust_remote_code=remote)
         self.model.eval()
 
-    def timed(self, prompts, new_tokens, runs):
+    def timed(self, prompts, new_tokens, runs, mode="eager"):
         torch = self.torch
         if len({len(p) for p in prompts}) != 1:
             raise ValueError("generate: the prompts must have one length (no padding)")
+        if mode not in ("eager", "compiled"):
+            raise ValueError(f"generate: unknown mode {mode!r} (known: eager, compiled)")
+        if mode == "compiled" and self.remote:
+            raise ValueError("generate: an exported model_type 'cotan' student keeps no KV cache for torch.compile")
         ids = torch.tensor(prompts, dtype=torch.long)
         config = copy.deepcopy(self.model.generation_config)
         config.do_sample, config.num_beams, config.use_cache = False, 1, True
@@ -293,6 +304,19 @@ class GenerateCase:
         config.eos_token_id, config.pad_token_id = None, 0  # every row runs all its steps
         for name in ("temperature", "top_p", "top_k"):  # unused when greedy: no warnings
             setattr(config, name, None)
+        if mode == "compiled":
+            config.cache_implementation = "static"
+            config.compile_config = self.transformers.CompileConfig(fullgraph=False, dynamic=False, mode="default")
+            config.compile_config._compile_all_devices = True  # transformers' switch for compiling on the CPU
+            config.disable_compile = False
+        else:
+            config.disable_compile = True
+        counters = None
+        try:
+            from torch._dynamo.utils import counters
+        except ImportError:
+            pass
+        graphs_before = counters["stats"]["unique_graphs"] if counters is not None else 0
         seconds, out = [], None
         for _ in range(runs):
             start = time.perf_counter()
@@ -302,7 +326,11 @@ class GenerateCase:
         new = out[:, ids.shape[1]:]
         if new.shape[1] != new_tokens:
             raise ValueError(f"generate: transformers produced {new.shape[1]} tokens, not {new_tokens}")
-        return {"seconds": seconds, "tokens": new.tolist(), "transformers": self.transformers.__version__}
+        if mode == "compiled" and new_tokens > 1 and not hasattr(self.model, "_compiled_call"):
+            raise ValueError(f"generate: transformers {self.transformers.__version__} did not compile the decoding steps")
+        graphs = counters["stats"]["unique_graphs"] - graphs_before if counters is not None else 0
+        return {"seconds": seconds, "tokens": new.tolist(), "transformers": self.transformers.__version__,
+                "graphs_compiled": graphs}
 
 
 def serve(args):
@@ -336,7 +364,7 @@ def serve(args):
                     generate.clear()  # one model in memory at a time
                     generate[case] = GenerateCase(torch, *case)
                 reply = generate[case].timed(request["prompts"], int(request["new_tokens"]),
-                                             int(request.get("runs", 1)))
+                                             int(request.get("runs", 1)), request.get("mode", "eager"))
             elif request.get("op") == "matmul":
                 shape = (request["m"], request["n"], request["k"], request["dtype"],
                          request.get("layout", "nn"))

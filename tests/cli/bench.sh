@@ -178,8 +178,10 @@ case_reference_fields() {
 }
 
 # bench generate: cotan alone on a preset's random weights and on a model directory; against a
-# stand-in reference (tests/cli/fake_generate_reference.py: 0.5 s a run, 0.1 s for one token),
-# whose figures and ratios the JSON must carry, computed from those times; and its bad options.
+# stand-in reference (tests/cli/fake_generate_reference.py: eager 0.5 s a run, compiled 0.25 s,
+# 0.1 s for one token), whose figures and ratios the JSON must carry, computed from those times,
+# the compiling stand-in's one graph counted in the untimed runs, not the timed ones; eager only
+# with --no-torch-compile; and its bad options.
 case_generate_bench() {
   "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 4 --batch 2 --repeats 1 --no-torch \
     --json > "$STDOUT" 2> "$STDERR" || fail "bench generate failed: $(cat "$STDERR")"
@@ -200,7 +202,20 @@ case_generate_bench() {
     abs(r["torch"]["decode_tokens_per_s"] - 22.5) < 1e-9 and
     abs(r["ratio"] - r["cotan"]["tokens_per_s"] / 24) < 1e-4 * r["ratio"] and
     abs(r["ratio_decode"] - 0.4 / ((r["cotan"]["ms"] - r["cotan"]["prefill_ms"]) / 1e3)) < 1e-3 * r["ratio_decode"] and
-    r["tokens_compared"] == 12 and 0 <= r["tokens_agree"] <= 12'
+    r["tokens_compared"] == 12 and 0 <= r["tokens_agree"] <= 12 and
+    r["torch"]["compiled"]["ms"] == 250 and r["torch"]["compiled"]["prefill_ms"] == 100 and
+    r["torch"]["compiled"]["tokens_per_s"] == 48 and abs(r["torch"]["compiled"]["decode_tokens_per_s"] - 60) < 1e-9 and
+    len(r["torch"]["compiled"]["run_ms"]) == 2 and r["torch"]["compiled"]["first_run_s"] == 0.25 and
+    r["torch"]["compiled"]["graphs_compiled_while_timed"] == 0 and 0 <= r["torch"]["compiled"]["tokens_agree"] <= 12 and
+    abs(r["ratio_compiled"] - r["cotan"]["tokens_per_s"] / 48) < 1e-4 * r["ratio_compiled"] and
+    abs(r["ratio_decode_compiled"] - 0.15 / ((r["cotan"]["ms"] - r["cotan"]["prefill_ms"]) / 1e3)) <
+      1e-3 * r["ratio_decode_compiled"]'
+  "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 4 --repeats 1 --torch --no-torch-compile \
+    --torch-python "$(command -v python3)" --torch-script "$(dirname "$0")/fake_generate_reference.py" \
+    > "$STDOUT" 2> "$STDERR" || fail "bench generate --no-torch-compile (stand-in) failed: $(cat "$STDERR")"
+  grep -q "^transformers eager " "$STDOUT" && ! grep -q "^transformers compiled  *[0-9]" "$STDOUT" &&
+    grep -qF "transformers compiled not timed: --no-torch-compile" "$STDOUT" ||
+    fail "bench generate --no-torch-compile (stand-in): $(cat "$STDOUT")"
 
   expect_error() {  # MESSAGE ARGS...
     message=$1

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """A stand-in for bench/torch_reference.py's `serve` mode in `cotan bench generate`'s tests (CI
 has no torch or transformers): the header, then each "generate" request checked (the model
-directory cotan wrote, the prompts) and answered with fixed times, 0.5 s for a run of several
-tokens and 0.1 s for one, and the token ids 7, 8, 9, ... for every row."""
+directory cotan wrote, the prompts, the mode) and answered with fixed times, 0.5 s for a run of
+several tokens and 0.1 s for one (mode "compiled": 0.25 s and 0.1 s), the token ids 7, 8, 9, ...
+for every row (compiled: 7, 8, then 0, 0, ...), and one graph compiled by the first compiled
+request of several tokens."""
 import json
 import os
 import sys
@@ -20,8 +22,19 @@ def answer(request):
         return {"error": "bad prompts"}
     if request["dtype"] not in ("f32", "bf16") or n < 1 or request["runs"] != 1:
         return {"error": "bad request"}
-    return {"seconds": [0.5 if n > 1 else 0.1], "tokens": [[7 + i for i in range(n)] for _ in prompts],
-            "transformers": "fake-1.0"}
+    mode = request["mode"]
+    if mode not in ("eager", "compiled"):
+        return {"error": f"bad mode {mode!r}"}
+    graphs = 0
+    if mode == "compiled" and n > 1 and not compiled:
+        compiled.append(n)
+        graphs = 1
+    row = [7 + i if mode == "eager" or i < 2 else 0 for i in range(n)]
+    return {"seconds": [(0.5 if mode == "eager" else 0.25) if n > 1 else 0.1], "tokens": [row for _ in prompts],
+            "transformers": "fake-1.0", "graphs_compiled": graphs}
+
+
+compiled = []  # the new_tokens of the first compiled request of several tokens
 
 
 print(json.dumps({"torch": "fake", "blas": "none", "threads": int(sys.argv[sys.argv.index("--threads") + 1])}),
