@@ -260,6 +260,18 @@ int bench_generate(const Args& args) {
     return agree;
   };
   const int64_t agree = torch ? agreeing(theirs_tokens) : 0;
+  // Decode time of `ref` over cotan's; none when either side's run of one token took as long as
+  // its whole run (noise swamps a decode too short to time).
+  auto decode_ratio = [&](const Side& ref) -> std::optional<double> {
+    if (ref.decode_seconds() <= 0 || ours.decode_seconds() <= 0) return std::nullopt;
+    return ref.decode_seconds() / ours.decode_seconds();
+  };
+  auto ratio_json = [](std::optional<double> ratio) { return ratio ? json_number(*ratio) : std::string("null"); };
+  auto ratio_text = [](std::optional<double> ratio) {
+    char text[32] = "n/a";
+    if (ratio) std::snprintf(text, sizeof text, "%.2fx", *ratio);
+    return std::string(text);
+  };
   const int64_t agree_compiled = compile_seconds ? agreeing(compiled_tokens) : 0;
   const std::string source = from_dir ? model_name : model_name + " (random weights)";
 
@@ -283,11 +295,11 @@ int bench_generate(const Args& args) {
       else
         std::cout << "null,\"compiled_note\":\"" << json_escape(compiled_note) << "\"";
       std::cout << "},\"ratio\":" << json_number(ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens))
-                << ",\"ratio_decode\":" << json_number(theirs.decode_seconds() / ours.decode_seconds())
+                << ",\"ratio_decode\":" << ratio_json(decode_ratio(theirs))
                 << ",\"ratio_compiled\":"
                 << (compile_seconds ? json_number(ours.tokens_per_s(tokens) / compiled.tokens_per_s(tokens)) : "null")
                 << ",\"ratio_decode_compiled\":"
-                << (compile_seconds ? json_number(compiled.decode_seconds() / ours.decode_seconds()) : "null")
+                << (compile_seconds ? ratio_json(decode_ratio(compiled)) : "null")
                 << ",\"tokens_agree\":" << agree << ",\"tokens_compared\":" << tokens;
     } else {
       std::cout << ",\"torch\":null,\"ratio\":null,\"ratio_decode\":null,\"ratio_compiled\":null,"
@@ -317,18 +329,20 @@ int bench_generate(const Args& args) {
   }
   std::printf("\n\n%-22s %12s %14s %10s %12s\n", "", "tokens/s", "decode tok/s", "run ms", "prefill ms");
   auto row = [&](const char* name, const Side& side) {
-    std::printf("%-22s %12.1f %14.1f %10.1f %12.1f\n", name, side.tokens_per_s(tokens),
-                side.decode_tokens_per_s(decode_tokens), side.full_ms(), side.prefill_ms());
+    char decode[32] = "n/a";
+    if (side.decode_seconds() > 0) std::snprintf(decode, sizeof decode, "%.1f", side.decode_tokens_per_s(decode_tokens));
+    std::printf("%-22s %12.1f %14s %10.1f %12.1f\n", name, side.tokens_per_s(tokens), decode, side.full_ms(),
+                side.prefill_ms());
   };
   row("cotan", ours);
   if (torch) {
     row("transformers eager", theirs);
     if (compile_seconds) row("transformers compiled", compiled);
-    std::printf("\nratio (cotan / transformers): eager %.2fx tokens/s, %.2fx decode",
-                ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens), theirs.decode_seconds() / ours.decode_seconds());
+    std::printf("\nratio (cotan / transformers): eager %.2fx tokens/s, %s decode",
+                ours.tokens_per_s(tokens) / theirs.tokens_per_s(tokens), ratio_text(decode_ratio(theirs)).c_str());
     if (compile_seconds)
-      std::printf("; compiled %.2fx tokens/s, %.2fx decode", ours.tokens_per_s(tokens) / compiled.tokens_per_s(tokens),
-                  compiled.decode_seconds() / ours.decode_seconds());
+      std::printf("; compiled %.2fx tokens/s, %s decode", ours.tokens_per_s(tokens) / compiled.tokens_per_s(tokens),
+                  ratio_text(decode_ratio(compiled)).c_str());
     std::printf("\nsame weights and prompts: %lld of %lld greedy tokens agree with eager", static_cast<long long>(agree),
                 static_cast<long long>(tokens));
     if (compile_seconds) std::printf(", %lld with compiled", static_cast<long long>(agree_compiled));

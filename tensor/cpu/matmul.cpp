@@ -8,10 +8,11 @@
 //     type and either a K chunk of it fits in half of L2 or A has few rows, when the micro-kernel
 //     reads it in place too; a register-blocked MR x NR
 //     micro-kernel runs over them (AVX-512: 14 x 32 f32, 14 x 16 f64 in zmm registers; AVX2:
-//     6 x 16, 6 x 8). A product of at most MR rows (a decoding step's x W^T) reads B only once:
-//     B is never packed whole there but read in place or packed a few panels at a time just
-//     before use, one or two rows run on a kernel that sums several panels at once, and one row
-//     against a transposed B (x W^T) reads W's rows where they lie, transposing them in registers.
+//     6 x 16, 6 x 8). A product of at most 32 rows (a decoding step's x W^T for a small batch)
+//     reads B only once: B is never packed whole there but read in place or packed a few panels
+//     at a time just before all the rows use them, one or two rows run on a kernel that sums
+//     several panels at once, and rows against a transposed B (x W^T) read W's rows where they
+//     lie, transposing them in registers (micro_kernel_lines).
 //     Packing reads any strides and converts bf16 to f32 (or, with AVX512_BF16 and
 //     COTAN_GEMM_BF16=avx512_bf16, packs it in pairs along K for a vdpbf16ps micro-kernel, see
 //     Simd<Bf16Pairs>), so no operand is ever copied whole;
@@ -34,6 +35,7 @@
 // bits, equally fixed; see Simd<Bf16Pairs>.) Eigen: the row blocks depend only on the shapes,
 // and Eigen's own blocking only on each block's shape.
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -496,6 +498,8 @@ void micro_kernel_in_place_a(int64_t kc, const T* a, int64_t lda, const T* b, in
 // of B side by side, G = kWidePanels / R: on one panel, a single row's sums are only two FMA
 // chains, each waiting out the latency of its last FMA (two FMA ports of latency 4 need eight).
 constexpr int64_t kWidePanels = 4;
+// Rows of a product (all in one task's tile) up to which B is streamed (see packed_gemm).
+constexpr int64_t kStreamRows = 32;
 
 // C[R x G NR] = (first ? 0 : C) + A B for R <= 2 rows of packed A (kc steps of kMR) and the G
 // whole panels of B: panel g at b + g * panel_stride, its kc rows ldb apart (packed: panel_stride
@@ -636,8 +640,8 @@ void pack_lines_transposed(float* __restrict dst, const S* src, int64_t line_str
   }
 }
 
-// C[1 x W] = (first ? 0 : C) + a B for one row of packed A (kc steps, kMR apart) and W columns
-// of B given as lines along K (column j at b + j * line_stride, contiguous: W in x W^T), f32 or
+// C[R x W] = (first ? 0 : C) + A B for R rows of a packed A panel (kc steps, kMR apart; C's rows
+// ldc apart) and W columns of B given as lines along K (column j at b + j * line_stride, contiguous: W in x W^T), f32 or
 // bf16 widened as it is loaded (W = the f32 lanes of a register). W steps of the W lines at a
 // time are loaded, transposed in registers (transpose_square) and summed straight into one
 // accumulator: a one-row product reads B once, and packing it first (written out, read back)
@@ -652,14 +656,15 @@ void pack_lines_transposed(float* __restrict dst, const S* src, int64_t line_str
 // instead of 35, 14 instead of 18), products in L3 within 3% of before. (In a standalone loop,
 // two fetches a step gained little more at K = 1024 and lost at K = 2816 on two threads; four
 // were slower on one.)
-template <class S>
+template <class S, int64_t R>
 [[gnu::noinline]] void micro_kernel_lines(int64_t kc, const float* __restrict a, const S* __restrict b,
-                                          int64_t line_stride, float* c, bool first, const S* next,
+                                          int64_t line_stride, float* c, int64_t ldc, bool first, const S* next,
                                           int64_t next_kc) {
   using F = Simd<float>;
   constexpr int64_t W = F::kWidth;
   constexpr int64_t kLineElements = 64 / int64_t(sizeof(S));
-  typename F::V acc = F::zero();
+  typename F::V acc[R];
+  unroll<R>([&](auto r) { acc[r] = F::zero(); });
   const int64_t to_fetch = next ? (next_kc + kLineElements - 1) / kLineElements * W : 0;
   int64_t k0 = 0, fetched = 0;  // cache lines of `next` fetched: line fetched % W, at fetched / W
   for (; k0 + W <= kc; k0 += W) {
@@ -671,14 +676,39 @@ template <class S>
     typename F::V v[W];
     for (int64_t l = 0; l < W; ++l) v[l] = F::load(b + l * line_stride + k0);
     transpose_square(v);
-    for (int64_t t = 0; t < W; ++t) acc = F::fma(F::broadcast(a + (k0 + t) * kMR), v[t], acc);
+    // Unrolled whole (not only over the rows): a loop over t keeps v in memory.
+    unroll<W>([&](auto t) {
+      unroll<R>([&](auto r) { acc[r] = F::fma(F::broadcast(a + (k0 + t) * kMR + r), v[t], acc[r]); });
+    });
   }
   for (; k0 < kc; ++k0) {  // the last kc % W steps, one at a time
     alignas(64) float column[W];
     for (int64_t l = 0; l < W; ++l) column[l] = float(b[l * line_stride + k0]);
-    acc = F::fma(F::broadcast(a + k0 * kMR), F::load(column), acc);
+    const typename F::V col = F::load(column);
+    unroll<R>([&](auto r) { acc[r] = F::fma(F::broadcast(a + k0 * kMR + r), col, acc[r]); });
   }
-  F::store(c, first ? acc : F::add(F::load(c), acc));
+  unroll<R>([&](auto r) { F::store(c + r * ldc, first ? acc[r] : F::add(F::load(c + r * ldc), acc[r])); });
+}
+
+// Rows micro_kernel_lines takes at most: its accumulators, the W transposed vectors and the
+// transpose's temporaries must fit in the registers. With AVX-512 (W = 16), GCC 12 kept up to 11
+// rows in registers and spilled from 12 on, so a 14-row panel runs as two halves of 7.
+#ifdef __AVX512F__
+constexpr int64_t kLinesRows = 7;
+#else
+constexpr int64_t kLinesRows = kMR;
+#endif
+// micro_kernel_lines for `rows` (1 to kLinesRows) rows.
+template <class S>
+using LinesKernel = void (*)(int64_t, const float*, const S*, int64_t, float*, int64_t, bool, const S*, int64_t);
+template <class S, size_t... R>
+constexpr std::array<LinesKernel<S>, sizeof...(R)> lines_kernels(std::index_sequence<R...>) {
+  return {&micro_kernel_lines<S, int64_t(R) + 1>...};
+}
+template <class S>
+LinesKernel<S> lines_kernel(int64_t rows) {
+  static constexpr auto kernels = lines_kernels<S>(std::make_index_sequence<size_t(kLinesRows)>());
+  return kernels[size_t(rows - 1)];
 }
 #pragma GCC diagnostic pop
 
@@ -1010,11 +1040,19 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const bool stride_like_panel = b.row_stride == NR && n % NR != 0;
   const bool direct_b = std::is_same_v<S, T> && b.col_stride == 1 && !stride_like_panel &&
                         ((one_panel && (kReadBInPlace || m <= 2)) || (kReadBInPlace && (few_rows || b_chunk_fits)));
-  const bool stream_b = one_panel && !direct_b;
-  // One row against B's columns as lines along K (x W^T), f32 or bf16: micro_kernel_lines reads
-  // them where they lie, W columns at a time; a last, narrower group is packed.
+  // A few rows shared by every task (a decoding step of a small batch): B streamed as for one
+  // panel, each panel of it (or, x W^T, each group of W's lines, on micro_kernel_lines) used by
+  // all the row panels right after it is read, and not packed whole, written out to L3 and read
+  // back once per row panel. On a 2-core Zen 3, 2 threads, x W^T: 8 x 151936 x 1024 took 33-36 ms
+  // instead of 43-57, 8 x 5632 x 1024 1.15-1.35 instead of 1.5-2.3, 24 x 5632 x 1024 2.6 instead
+  // of 3.2-3.4, 32 x 5632 x 1024 4.0-4.4 instead of 4.7-5.2; from 48 rows on, packed B was as fast
+  // or faster (120 x 3072 x 1024: 5.0-6.3 ms against 7.8-8.8).
+  const bool stream_b = !direct_b && (one_panel || (shared_a && m <= kStreamRows));
+  // Streamed rows (a few row panels, or one) against B's columns as lines along K (x W^T), f32 or
+  // bf16: micro_kernel_lines reads them where they lie, W columns at a time, for each row panel in
+  // turn (the second finds them in L1 or L2); a last, narrower group is packed.
   constexpr bool kLinesKernel = std::is_same_v<Kernel, float> && (std::is_same_v<S, float> || std::is_same_v<S, bf16>);
-  const bool lines_b = kLinesKernel && stream_b && m == 1 && b.row_stride == 1;
+  const bool lines_b = kLinesKernel && stream_b && b.row_stride == 1;
   const Elem* b_direct = nullptr;
   if constexpr (std::is_same_v<S, Elem>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
@@ -1109,8 +1147,9 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
           micro_kernel_rows<Kernel>(depth(kc), chunk_a + (ir - full_rows) * depth(kc), panel_b, ldb, c_panel + ir * n, n,
                                     std::min(MR, mc - ir), cols, first);
       };
-      if (one_panel) {
-        // One row panel (shared A, packed whole): each group of columns runs all of K, chunk after
+      if (one_panel || stream_b) {
+        // One row panel, or a few rows streaming B (shared A, packed whole): each group of
+        // columns (with lines_b, for each row panel in turn) runs all of K, chunk after
         // chunk, before the next group. The sums and their order are those of the chunk-major
         // order below (each chunk's sum is added to C in turn), but B's lines along K (x W^T) are
         // read start to end in one pass: chunk by chunk across all of B, each line was visited
@@ -1122,14 +1161,21 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
         // after the last chunk, the next group's first.
         if constexpr (kLinesKernel)
           for (int64_t jl = j0; jl < j_packed; jl += W)
-            for (int64_t p = 0; p < k_blocks; ++p) {
-              const S* lines = b.data + p * KC + (jc + jl) * b.col_stride;
-              const bool same_lines = p + 1 < k_blocks, next_group = !same_lines && jl + W < j_packed;
-              const S* next = same_lines ? lines + KC : next_group ? b.data + (jc + jl + W) * b.col_stride : nullptr;
-              const int64_t next_kc = same_lines ? std::min(KC, k - (p + 1) * KC) : next_group ? std::min(KC, k) : 0;
-              micro_kernel_lines(std::min(KC, k - p * KC), chunk_a_at(p), lines, b.col_stride, c + i0 * n + jc + jl,
-                                 p == 0 && !accumulate, next, next_kc);
-            }
+            for (int64_t ir = 0; ir < mc; ir += MR)  // each row panel, kLinesRows rows at a time
+              for (int64_t r0 = 0; r0 < std::min(MR, mc - ir); r0 += kLinesRows) {
+                const int64_t rows = std::min({kLinesRows, MR - r0, mc - ir - r0});
+                const LinesKernel<S> kernel = lines_kernel<S>(rows);
+                const bool last_rows = ir + r0 + rows == mc;
+                for (int64_t p = 0; p < k_blocks; ++p) {
+                  const int64_t kc = std::min(KC, k - p * KC);
+                  const S* lines = b.data + p * KC + (jc + jl) * b.col_stride;
+                  const bool same_lines = p + 1 < k_blocks, next_group = !same_lines && last_rows && jl + W < j_packed;
+                  const S* next = same_lines ? lines + KC : next_group ? b.data + (jc + jl + W) * b.col_stride : nullptr;
+                  const int64_t next_kc = same_lines ? std::min(KC, k - (p + 1) * KC) : next_group ? std::min(KC, k) : 0;
+                  kernel(kc, chunk_a_at(p) + ir * depth(kc) + r0, lines, b.col_stride, c + (i0 + ir + r0) * n + jc + jl,
+                         n, p == 0 && !accumulate, next, next_kc);
+                }
+              }
         for (int64_t jr = j_packed; jr < j1; jr += group * NR)
           for (int64_t p = 0; p < k_blocks; ++p) panels_step(p, jr);
         return;

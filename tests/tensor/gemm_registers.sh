@@ -2,13 +2,13 @@
 # The CPU GEMM's main micro-kernels keep their accumulators in registers. Counts the ymm and zmm
 # loads and stores at %rsp or %rbp (the stack, addressed from its pointer or, in a function that
 # realigns it, from its frame pointer; the accumulators' width: a scalar tail's xmm are not
-# spills) in this
-# build's micro_kernel of the most rows (14 with AVX-512, 6 with AVX2; f32, f64 and, built for
-# AVX512_BF16, the bf16 pairs), in micro_kernel_rows_a, in the f32 (and bf16 pairs)
-# micro_kernel_wide of one and two rows and in micro_kernel_lines; more than a few means the
-# compiler spilled the accumulators (GCC 13.3 did, without the flatten in tensor/cpu/matmul.cpp:
-# 21 stores per K step, the GEMM at a third of its speed). Fails when one of these kernels is not
-# found. Skips (77) a build without the packed GEMM (Eigen).
+# spills) in this build's micro_kernel of the most rows (14 with AVX-512, 6 with AVX2; f32, f64
+# and, built for AVX512_BF16, the bf16 pairs), in micro_kernel_rows_a, in the f32 (and bf16
+# pairs) micro_kernel_wide of one and two rows and in micro_kernel_lines of every row count (1 to
+# 6 with AVX2, to 7 with AVX-512); more than a few means the compiler spilled the accumulators
+# (GCC 13.3 did, without the flatten in tensor/cpu/matmul.cpp: 21 stores per K step, the GEMM at
+# a third of its speed). Fails when one of these kernels is not found. Skips (77) a build without
+# the packed GEMM (Eigen).
 #   gemm_registers.sh LIBCOTAN_A            (or an object file of tensor/cpu/matmul.cpp)
 set -u
 input=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -30,7 +30,7 @@ awk '
     else if (match($0, /micro_kernel_wide<(float|[a-z:]*\(anonymous namespace\)::Bf16Pairs), [0-9]+l/)) {
       name = substr($0, RSTART, RLENGTH) ">"; rows = 0
     }
-    else if (match($0, /micro_kernel_lines<(float|cotan::bf16)>\(/)) { name = substr($0, RSTART, RLENGTH - 1); rows = 0 }
+    else if (match($0, /micro_kernel_lines<(float|cotan::bf16), [0-9]+l/)) { name = substr($0, RSTART, RLENGTH) ">"; rows = 0 }
     else if (match($0, /micro_kernel<(float|double|[a-z:]*\(anonymous namespace\)::Bf16Pairs), [0-9]+l/)) {
       split(substr($0, RSTART, RLENGTH), part, ", "); rows = part[2] + 0
       name = substr($0, RSTART, RLENGTH) ">"
@@ -46,7 +46,8 @@ awk '
     # Every kernel named above must be there: a renamed or vanished one would go unchecked.
     need["micro_kernel<float, " most "l>"]; need["micro_kernel<double, " most "l>"]
     need["micro_kernel_wide<float, 1l>"]; need["micro_kernel_wide<float, 2l>"]
-    need["micro_kernel_lines<float>"]; need["micro_kernel_lines<cotan::bf16>"]
+    need["micro_kernel_lines<float, 1l>"]; need["micro_kernel_lines<float, 6l>"]
+    need["micro_kernel_lines<cotan::bf16, 1l>"]; need["micro_kernel_lines<cotan::bf16, 6l>"]
     if (most == 14) need["rows_a"]
     for (k in need) if (!(k in count)) { printf "%s not found\n", k; bad = 1 }
     for (k in count) {

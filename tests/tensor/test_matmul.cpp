@@ -233,6 +233,22 @@ TEST_CASE("matmul: edges of the micro-tile and of the K chunks") {
     check_fresh<double>({3, k}, {k, 1});
     check_fresh<float>({1, k}, {k, 70});
   }
+  // x W^T with a few rows (a decoding step of a small batch): B transposed, read as lines along K,
+  // a row panel or a few at a time, K across chunks, and a last column group narrower than the
+  // kernel's lines.
+  for (int64_t m : {2, 7, 13, 20, 24, 25, 57})
+    for (int64_t k : {255, 1025})
+      for (int64_t n : {15, 33, 70}) {
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(n);
+        const Tensor a = random_tensor<float>({m, k});
+        const Tensor w = column_major<float>({k, n});
+        check_product<float>(a, w, cpu_backend().matmul(a, w), tolerance<float>);
+        const Tensor ah = random_tensor<bf16>({m, k});
+        const Tensor wh = column_major<bf16>({k, n});
+        check_product<bf16>(ah, wh, cpu_backend().matmul(ah, wh), tolerance<bf16>);
+      }
 }
 
 TEST_CASE("matmul: transposed and strided operands across K chunks") {
@@ -549,8 +565,10 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
     MESSAGE("Eigen's blocking depends on the rows of a product: nothing to check in this build");
     return;
   }
-  // K across three chunks (ragged), N across several groups of panels with a ragged end.
-  const int64_t m = 3 * info.mr + 2, k = 2 * info.kc_f32 + 37, n = 9 * info.nr_f32 + 5;
+  // K across three chunks (ragged), N across several groups of panels with a ragged end; rows
+  // enough that the whole product packs B (more than 32), while parts of up to 32 rows stream it
+  // (x W^T through the lines kernel, a row panel or half of one at a time).
+  const int64_t m = 6 * info.mr + 2, k = 2 * info.kc_f32 + 37, n = 9 * info.nr_f32 + 5;
   auto check = [&]<class T>(T, bool a_row_major, bool b_row_major) {
     CAPTURE(dtype_v<T>);
     CAPTURE(a_row_major);
@@ -568,7 +586,7 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
       cpu_backend().matmul_accumulate(a, b, whole_acc);
       const size_t row_bytes = size_t(n) * sizeof(T);
       for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {m - 1, 1}, {5, 2}, {m - 2, 2}, {3, 3}, {1, info.mr},
-                              {m - info.mr, info.mr}}) {
+                              {m - info.mr, info.mr}, {2, info.mr + 1}, {7, 2 * info.mr + 3}, {m - 4 * info.mr, 4 * info.mr}}) {
         CAPTURE(r0);
         CAPTURE(rows);
         const Tensor a_rows = rows_of(a_storage, a_row_major, m, k, r0, rows);
