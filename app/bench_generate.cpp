@@ -208,7 +208,7 @@ int bench_generate(const Args& args) {
     request["new_tokens"] = n;
     request["mode"] = mode;
     const Json reply = torch->request(request);
-    graphs_compiled += as_int(member(reply, "graphs_compiled"));
+    graphs_compiled += JsonFields(reply, "bench", "--torch generate").optional<int64_t>("graphs_compiled", 0);
     transformers_version = JsonFields(reply, "bench", "--torch generate").required<std::string>("transformers");
     const std::vector<double> seconds = TorchReference::numbers(reply, "seconds");
     const std::vector<std::vector<int32_t>> tokens = reply_tokens(reply);
@@ -236,6 +236,8 @@ int bench_generate(const Args& args) {
         run_torch(new_tokens, "compiled");
         run_torch(1, "compiled");
       } catch (const Error& e) {
+        // An error reply leaves the reference serving eager runs; a reference that ended does not.
+        if (torch->exited()) fail("bench generate", "transformers compiled: ", e.what());
         compile_seconds.reset();
         compiled_note = e.what();
       }
@@ -316,13 +318,13 @@ int bench_generate(const Args& args) {
               std::string(dtype_name(dtype)).c_str(), to_string(device).c_str(), static_cast<long long>(batch),
               static_cast<long long>(prompt_len), static_cast<long long>(new_tokens));
   std::printf("%s\n", host_line(threads).c_str());
-  std::printf("median of %d runs of each length after one untimed", repeats);
+  std::printf("median of %d runs of each length after one untimed (compiled: two of %lld tokens)", repeats,
+              static_cast<long long>(new_tokens));
   if (torch) {
     std::printf(", taking turns %lld ms apart\n%s, transformers %s", static_cast<long long>(kSettle.count()),
                 torch->describe().c_str(), transformers_version.c_str());
     if (compile_seconds)
-      std::printf("\ncompiled: a static cache, decoding steps under torch.compile; first run %.1f s (compiling), then one "
-                  "more untimed",
+      std::printf("\ncompiled: a static cache, decoding steps under torch.compile; its first run %.1f s (compiling)",
                   *compile_seconds);
     else
       std::printf("\ntransformers compiled not timed: %s", compiled_note.c_str());

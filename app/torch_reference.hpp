@@ -86,6 +86,8 @@ class TorchReference {
 
   // Sends one request and returns the reply; a reply {"error": ...} throws with that message.
   Json request(const Json& message);
+  // Whether the reference has ended (a request found its output closed): no request can follow.
+  bool exited() const { return exited_; }
   // The numbers of a reply's array `key`; "[bench] --torch: ..." when it is not an array of them.
   static std::vector<double> numbers(const Json& reply, std::string_view key);
 
@@ -101,6 +103,7 @@ class TorchReference {
   bool sigpipe_ignored_ = false;
   std::string version_, blas_, hello_;
   int threads_ = 0;
+  bool exited_ = false;
 };
 
 }  // namespace cotan::app

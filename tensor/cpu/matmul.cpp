@@ -676,10 +676,17 @@ template <class S, int64_t R>
     typename F::V v[W];
     for (int64_t l = 0; l < W; ++l) v[l] = F::load(b + l * line_stride + k0);
     transpose_square(v);
-    // Unrolled whole (not only over the rows): a loop over t keeps v in memory.
-    unroll<W>([&](auto t) {
-      unroll<R>([&](auto r) { acc[r] = F::fma(F::broadcast(a + (k0 + t) * kMR + r), v[t], acc[r]); });
-    });
+    // With AVX-512 (W = 16) unrolled over t too: GCC 12 left a loop over t for 4 rows and more,
+    // with v in memory. With AVX2 it unrolls the loop itself and keeps every v in a register,
+    // which it did not, for one row, when given the loop unrolled.
+    if constexpr (W > 8) {
+      unroll<W>([&](auto t) {
+        unroll<R>([&](auto r) { acc[r] = F::fma(F::broadcast(a + (k0 + t) * kMR + r), v[t], acc[r]); });
+      });
+    } else {
+      for (int64_t t = 0; t < W; ++t)
+        unroll<R>([&](auto r) { acc[r] = F::fma(F::broadcast(a + (k0 + t) * kMR + r), v[t], acc[r]); });
+    }
   }
   for (; k0 < kc; ++k0) {  // the last kc % W steps, one at a time
     alignas(64) float column[W];

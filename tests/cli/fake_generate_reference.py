@@ -2,9 +2,10 @@
 """A stand-in for bench/torch_reference.py's `serve` mode in `cotan bench generate`'s tests (CI
 has no torch or transformers): the header, then each "generate" request checked (the model
 directory cotan wrote, the prompts, the mode) and answered with fixed times, 0.5 s for a run of
-several tokens and 0.1 s for one (mode "compiled": 0.25 s and 0.1 s), the token ids 7, 8, 9, ...
-for every row (compiled: 7, 8, then 0, 0, ...), and one graph compiled by the first compiled
-request of several tokens."""
+several tokens and 0.1 s for one (mode "compiled": 0.25 s and 0.1 s, and 2 s for the first
+request of several tokens, which compiles one graph), the token ids 7, 8, 9, ... for every row
+(compiled: 7, 8, then 0, 0, ...). With FAKE_GENERATE_NO_COMPILE=1 it answers compiled requests
+with an error."""
 import json
 import os
 import sys
@@ -25,13 +26,15 @@ def answer(request):
     mode = request["mode"]
     if mode not in ("eager", "compiled"):
         return {"error": f"bad mode {mode!r}"}
-    graphs = 0
+    if mode == "compiled" and os.environ.get("FAKE_GENERATE_NO_COMPILE") == "1":
+        return {"error": "generate: no C++ compiler for torch.compile"}
+    graphs, seconds = 0, (0.5 if mode == "eager" else 0.25) if n > 1 else 0.1
     if mode == "compiled" and n > 1 and not compiled:
         compiled.append(n)
-        graphs = 1
+        graphs, seconds = 1, 2.0
     row = [7 + i if mode == "eager" or i < 2 else 0 for i in range(n)]
-    return {"seconds": [(0.5 if mode == "eager" else 0.25) if n > 1 else 0.1], "tokens": [row for _ in prompts],
-            "transformers": "fake-1.0", "graphs_compiled": graphs}
+    return {"seconds": [seconds], "tokens": [row for _ in prompts], "transformers": "fake-1.0",
+            "graphs_compiled": graphs}
 
 
 compiled = []  # the new_tokens of the first compiled request of several tokens

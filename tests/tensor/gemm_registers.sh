@@ -48,12 +48,18 @@ awk '
     need["micro_kernel_wide<float, 1l>"]; need["micro_kernel_wide<float, 2l>"]
     need["micro_kernel_lines<float, 1l>"]; need["micro_kernel_lines<float, 6l>"]
     need["micro_kernel_lines<cotan::bf16, 1l>"]; need["micro_kernel_lines<cotan::bf16, 6l>"]
-    if (most == 14) need["rows_a"]
+    if (most == 14) { need["rows_a"]; need["micro_kernel_lines<float, 7l>"]; need["micro_kernel_lines<cotan::bf16, 7l>"] }
     for (k in need) if (!(k in count)) { printf "%s not found\n", k; bad = 1 }
     for (k in count) {
       if (rows_of[k] != 0 && rows_of[k] != most) continue
       printf "%-28s %d vector accesses to the stack\n", k, count[k]
-      if (count[k] > 8) bad = 1
+      # The lines kernels hold one accumulator per row. With AVX2 their only vector access to
+      # the stack is the column of W they build for the last steps of K. With AVX-512 the 16 x 16
+      # transpose can also park a few of its temporaries there (GCC 12 on a Sapphire Rapids
+      # Xeon, SLP vectorizer off: 4 to 11 a kernel, once per 16 steps of K); accumulators or the
+      # 16 transposed vectors in memory would take 32 or more.
+      if (k ~ /^micro_kernel_lines/) { if (count[k] > (most == 14 ? 12 : 1)) bad = 1 }
+      else if (count[k] > 8) bad = 1
     }
     exit bad
   }' "$tmp/asm"

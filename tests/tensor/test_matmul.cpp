@@ -586,7 +586,8 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
       cpu_backend().matmul_accumulate(a, b, whole_acc);
       const size_t row_bytes = size_t(n) * sizeof(T);
       for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {m - 1, 1}, {5, 2}, {m - 2, 2}, {3, 3}, {1, info.mr},
-                              {m - info.mr, info.mr}, {2, info.mr + 1}, {7, 2 * info.mr + 3}, {m - 4 * info.mr, 4 * info.mr}}) {
+                              {m - info.mr, info.mr}, {2, info.mr + 1}, {7, 2 * info.mr + 3}, {m - 4 * info.mr, 4 * info.mr},
+                              {1, 16}, {4, 19}, {3, 32}, {5, 33}}) {
         CAPTURE(r0);
         CAPTURE(rows);
         const Tensor a_rows = rows_of(a_storage, a_row_major, m, k, r0, rows);
