@@ -342,8 +342,9 @@ template <int64_t N, class F>
 #else
 #define COTAN_MICRO_KERNEL_FLATTEN
 #endif
-// With T = Bf16Pairs, kc counts pairs of K.
-template <class T, int64_t R, bool kRowsA = false>
+// With T = Bf16Pairs, kc counts pairs of K. J = 1 computes only the first register of columns
+// (cols <= W): a last panel of a few columns (N = 257: one) then costs half of a whole one.
+template <class T, int64_t R, bool kRowsA = false, int64_t J = 2>
 [[gnu::noinline]] COTAN_MICRO_KERNEL_FLATTEN void micro_kernel(int64_t kc, const Packed<T>* __restrict a,
                                                                const Packed<T>* __restrict b, int64_t ldb, Out<T>* c,
                                                                int64_t ldc, int64_t rows, int64_t cols, bool first,
@@ -356,17 +357,18 @@ template <class T, int64_t R, bool kRowsA = false>
       _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
       _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + cols - 1), _MM_HINT_T0);
     }
-  V acc[R][2];
-  unroll<R>([&](auto i) { acc[i][0] = acc[i][1] = S::zero(); });
+  static_assert(J == 1 || J == 2);
+  V acc[R][J];
+  unroll<R>([&](auto i) { unroll<J>([&](auto j) { acc[i][j] = S::zero(); }); });
   // A packed: kc steps of kMR; A's own rows (kRowsA): R rows lda apart, each read along K.
   constexpr int64_t a_step = kRowsA ? 1 : kMR;
   auto sum = [&](auto load_b) {
     for (int64_t p = 0; p < kc; ++p, a += a_step, b += ldb) {
-      const V b0 = load_b(b, 0), b1 = load_b(b, 1);
+      V bj[J];
+      unroll<J>([&](auto j) { bj[j] = load_b(b, j); });
       unroll<R>([&](auto i) {
         const V ai = S::broadcast(kRowsA ? a + i * lda : a + i);
-        acc[i][0] = S::fma(ai, b0, acc[i][0]);
-        acc[i][1] = S::fma(ai, b1, acc[i][1]);
+        unroll<J>([&](auto j) { acc[i][j] = S::fma(ai, bj[j], acc[i][j]); });
       });
     }
   };
@@ -392,7 +394,7 @@ template <class T, int64_t R, bool kRowsA = false>
   unroll<R>([&](auto i) {
     if (i >= rows) return;
     Out<T>* ci = c + i * ldc;
-    unroll<2>([&](auto j) {
+    unroll<J>([&](auto j) {
       const int64_t lanes = std::min(W, cols - j * W);
       if (lanes == W) S::store(ci + j * W, first ? acc[i][j] : S::add(S::load(ci + j * W), acc[i][j]));
       else if (lanes > 0)
@@ -487,6 +489,7 @@ constexpr bool kHasRowsAKernel = true;
 template <class T>
 void micro_kernel_in_place_a(int64_t kc, const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
                              int64_t cols, bool first) {
+  if (cols <= Simd<T>::kWidth) return micro_kernel<T, kMR, true, 1>(kc, a, b, ldb, c, ldc, kMR, cols, first, lda);
 #ifdef __AVX512F__
   micro_kernel_rows_a(kc, a, lda, b, ldb, c, ldc, cols, first);
 #else
@@ -532,16 +535,27 @@ template <class T, int64_t R>
   });
 }
 
-// The micro-kernel for a panel of `rows` <= kMR rows: the smallest R that holds them.
+// The micro-kernel for a panel of `rows` <= kMR rows and `cols` <= NR columns: the smallest R
+// that holds the rows, on one register of columns when they fit in it (also for A read in place,
+// micro_kernel_in_place_a). A 257th column took a whole panel's FMAs: on a 2-core Xeon
+// (AVX-512), a training step's 256 x 257 x 128 as x W^T went from 0.085 to 0.080-0.081 ms on two
+// threads (256 x 256 x 128: 0.074) and 0.121 to 0.117 on one; 1024 x 260 x 128 from 0.242 to
+// 0.227 on two and 0.475-0.497 to 0.447-0.451 on one.
+template <class T, int64_t J>
+void micro_kernel_rows_of(int64_t kc, const Packed<T>* a, const Packed<T>* b, int64_t ldb, Out<T>* c, int64_t ldc,
+                          int64_t rows, int64_t cols, bool first) {
+  if (rows > 8 || (kMR <= 8 && rows > 4)) micro_kernel<T, kMR, false, J>(kc, a, b, ldb, c, ldc, rows, cols, first);
+  else if (rows > 4) {
+    if constexpr (kMR > 8) micro_kernel<T, 8, false, J>(kc, a, b, ldb, c, ldc, rows, cols, first);
+  } else if (rows > 2) micro_kernel<T, 4, false, J>(kc, a, b, ldb, c, ldc, rows, cols, first);
+  else if (rows > 1) micro_kernel<T, 2, false, J>(kc, a, b, ldb, c, ldc, rows, cols, first);
+  else micro_kernel<T, 1, false, J>(kc, a, b, ldb, c, ldc, rows, cols, first);
+}
 template <class T>
 void micro_kernel_rows(int64_t kc, const Packed<T>* a, const Packed<T>* b, int64_t ldb, Out<T>* c, int64_t ldc,
                        int64_t rows, int64_t cols, bool first) {
-  if (rows > 8 || (kMR <= 8 && rows > 4)) micro_kernel<T, kMR>(kc, a, b, ldb, c, ldc, rows, cols, first);
-  else if (rows > 4) {
-    if constexpr (kMR > 8) micro_kernel<T, 8>(kc, a, b, ldb, c, ldc, rows, cols, first);
-  } else if (rows > 2) micro_kernel<T, 4>(kc, a, b, ldb, c, ldc, rows, cols, first);
-  else if (rows > 1) micro_kernel<T, 2>(kc, a, b, ldb, c, ldc, rows, cols, first);
-  else micro_kernel<T, 1>(kc, a, b, ldb, c, ldc, rows, cols, first);
+  if (cols <= Simd<T>::kWidth) micro_kernel_rows_of<T, 1>(kc, a, b, ldb, c, ldc, rows, cols, first);
+  else micro_kernel_rows_of<T, 2>(kc, a, b, ldb, c, ldc, rows, cols, first);
 }
 
 // GCC 12's AVX-512 shuffles start from _mm512_undefined_ps(), which it then warns may be used

@@ -609,6 +609,44 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
     }
 }
 
+// A last panel of at most one register of columns runs on a kernel of that width; its columns
+// must hold the bits they get on a whole panel, in a wider product. Rows enough for several row
+// tiles (A read in place with AVX-512 from K = 256, packed otherwise), B row-major (read in
+// place) and transposed (packed), 1 and 2 threads.
+TEST_CASE("matmul: a last panel of one register's columns gives the bits of a whole panel") {
+  const cpu::GemmInfo info = cpu::gemm_info();
+  const int64_t nr = info.nr_f32, width = nr / 2;
+  for (int64_t m : {int64_t(5), 9 * int64_t(info.mr) + 3, int64_t(257)})
+    for (int64_t k : {128, 300})
+      for (int64_t narrow : {int64_t(1), width - 1, width})
+        for (bool b_row_major : {true, false}) {
+          CAPTURE(m);
+          CAPTURE(k);
+          CAPTURE(narrow);
+          CAPTURE(b_row_major);
+          const int64_t n = 8 * nr + narrow, wide = 9 * nr;
+          const Tensor a = random_tensor<float>({m, k});
+          // B: the first n columns of a [k, wide] matrix, copied to be [k, n] on its own.
+          const Tensor b_wide = b_row_major ? random_tensor<float>({k, wide}) : column_major<float>({k, wide});
+          const Tensor b = b_row_major ? Tensor::empty({k, n}, dtype_v<float>) : column_major<float>({k, n});
+          for (int64_t p = 0; p < k; ++p)
+            for (int64_t j = 0; j < n; ++j)
+              b.data<float>()[p * b.strides()[0] + j * b.strides()[1]] =
+                  b_wide.data<float>()[p * b_wide.strides()[0] + j * b_wide.strides()[1]];
+          for (size_t threads : {1, 2}) {
+            CAPTURE(threads);
+            tbb::global_control limit(tbb::global_control::max_allowed_parallelism, threads);
+            const Tensor c = cpu_backend().matmul(a, b);
+            check_product<float>(a, b, c, tolerance<float>);
+            const Tensor c_wide = cpu_backend().matmul(a, b_wide);
+            int64_t differ = 0;
+            for (int64_t i = 0; i < m; ++i)
+              differ += std::memcmp(c.data<float>() + i * n, c_wide.data<float>() + i * wide, size_t(n) * 4) != 0;
+            CHECK(differ == 0);
+          }
+        }
+}
+
 // B read in place, its rows exactly a panel's width apart (NR) but fewer columns than a panel: a
 // view of the last columns of a wider matrix whose memory ends right after its last element. The
 // product must read none of the columns the view leaves out: here the next page is unreadable,
