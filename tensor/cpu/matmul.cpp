@@ -268,6 +268,9 @@ constexpr bool kReadBInPlace = true;
 constexpr int64_t kPrefetchSteps = 16;
 // Products at most this narrow and at least this deep read A's rows in place (see packed_gemm).
 constexpr int64_t kRowsAColumns = 384, kRowsADepth = 256;
+// With this many threads or fewer, a packed B that fits in a quarter of L2 is packed by each
+// thread for itself (see packed_gemm).
+constexpr int64_t kPrivateBThreads = 2;
 #else
 template <> struct Simd<float> {
   using V = __m256;
@@ -310,6 +313,7 @@ constexpr bool kReadBInPlace = false;
 constexpr int64_t kPrefetchSteps = 0;  // not measured on the AVX2 hosts (Zen 3): left to the hardware
 // Products with at most this many columns read A's rows in place (see packed_gemm).
 constexpr int64_t kRowsAColumns = 320, kRowsADepth = 0;
+constexpr int64_t kPrivateBThreads = 0;  // not measured on the AVX2 hosts: B packed once, shared
 #endif
 
 // A micro-tile is MR rows of NR = 2 registers of columns.
@@ -1077,28 +1081,47 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const Elem* b_direct = nullptr;
   if constexpr (std::is_same_v<S, Elem>) b_direct = b.data;
   // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
+  // Packed B shared by the threads, each packing some of its panels and every row tile reading
+  // all of them, is written each call where the other core's cache holds it from the last: on a
+  // 2-core Xeon (AVX-512), 2 threads, packing B took 4 times as long per element as on one thread
+  // (pack_lines_transposed: 17% of the micro-kernels' time, against 4%), and the threads then
+  // waited for each other between packing and the tiles. With two threads and a small packed B
+  // (a copy in a quarter of L2), each thread takes one row tile instead and packs the whole of B
+  // into its own buffer first. The training step's products as x W^T, 2 threads, ms: 256 x 257 x
+  // 128 0.082-0.084 -> 0.076-0.077, 256 x 128 x 257 0.082 -> 0.068, 1024 x 128 x 128 0.124-0.126
+  // -> 0.111-0.112, 1024 x 192 x 192 0.258 -> 0.239-0.245, 1024 x 320 x 192 0.425 -> 0.393-0.398.
+  // With copies up to half of L2, 512^3 took 0.955-0.981 ms instead of 0.927 (1 MiB of B, its
+  // copy and a tile's A no longer in L2 together). The sums, and so the bits, are the same: tiles
+  // only split rows. A tile's packed A (its rows x a K chunk) must fit where MC rows of a whole
+  // chunk do.
+  const bool private_b = split && threads <= kPrivateBThreads && !direct_b && !stream_b && !shared_a &&
+                         depth(k) * n * int64_t(sizeof(Elem)) <= blocks.direct_b_bytes / 2 &&
+                         (row_panels + threads - 1) / threads * MR * depth(std::min(k, KC)) <= MC * depth(KC);
+  if (private_b) row_tiles = threads;
   const int64_t packed_columns = blocks.packed_b_bytes / int64_t(sizeof(Elem)) / depth(k) / NR * NR;
-  const int64_t nc_max = direct_b || stream_b ? n : std::max<int64_t>(NR, packed_columns);
+  const int64_t nc_max = direct_b || stream_b || private_b ? n : std::max<int64_t>(NR, packed_columns);
 
   for (int64_t jc = 0; jc < n; jc += nc_max) {
     const int64_t nc = std::min(nc_max, n - jc);
     const int64_t panels = (nc + NR - 1) / NR;
     // Packed B, by K chunk, then by panel: chunk p starts at depth(p * KC) * panels * NR and holds
     // `panels` panels of depth(kc) x NR.
+    // Panels q0 to q1 of B into `to`, a buffer of all the panels.
+    auto pack_b = [&](Elem* to, int64_t q0, int64_t q1) {
+      const int64_t j0 = jc + q0 * NR, cols = std::min(q1 * NR, nc) - q0 * NR;
+      for (int64_t p = 0; p < k_blocks; ++p) {
+        const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
+        pack_kernel_panels<NR, Kernel>(to + depth(k0) * panels * NR + q0 * depth(kc) * NR,
+                                       b.data + k0 * b.row_stride + j0 * b.col_stride, b.col_stride, b.row_stride,
+                                       cols, kc);
+      }
+    };
     std::optional<Buffer<Elem>> packed_b;
-    if (!direct_b && !stream_b) {
+    if (!direct_b && !stream_b && !private_b) {
       packed_b.emplace(panels * NR * depth(k));
-      auto pack_b = [&](int64_t q0, int64_t q1) {
-        const int64_t j0 = jc + q0 * NR, cols = std::min(q1 * NR, nc) - q0 * NR;
-        for (int64_t p = 0; p < k_blocks; ++p) {
-          const int64_t k0 = p * KC, kc = std::min(KC, k - k0);
-          pack_kernel_panels<NR, Kernel>(packed_b->get() + depth(k0) * panels * NR + q0 * depth(kc) * NR,
-                                         b.data + k0 * b.row_stride + j0 * b.col_stride, b.col_stride, b.row_stride,
-                                         cols, kc);
-        }
-      };
-      if (split) parallel_for(panels, std::clamp<int64_t>(panels / (2 * threads), 1, 8), pack_b);
-      else pack_b(0, panels);
+      auto pack_shared = [&](int64_t q0, int64_t q1) { pack_b(packed_b->get(), q0, q1); };
+      if (split) parallel_for(panels, std::clamp<int64_t>(panels / (2 * threads), 1, 8), pack_shared);
+      else pack_shared(0, panels);
     }
 
     // Tasks: row tiles x column tiles; columns are split only when there are too few row tiles
@@ -1112,7 +1135,12 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
       const int64_t j1 = std::min(nc, part_begin(panels, col_tiles, ct + 1) * NR);
       // With rows_a, full panels read A's rows in place and only a last, short panel is packed.
       const int64_t full_rows = rows_a ? mc / MR * MR : 0;
-      std::optional<Buffer<Elem>> own_a, own_b;
+      std::optional<Buffer<Elem>> own_a, own_b, own_packed_b;
+      if (private_b) {
+        own_packed_b.emplace(panels * NR * depth(k));
+        pack_b(own_packed_b->get(), 0, panels);
+      }
+      const Elem* whole_b = private_b ? own_packed_b->get() : packed_b ? packed_b->get() : nullptr;
       if (!shared_a && full_rows < mc) own_a.emplace((mc - full_rows + MR - 1) / MR * MR * depth(std::min(k, KC)));
       if (stream_b) own_b.emplace(kWidePanels * NR * depth(std::min(k, KC)));
       // Panels of B per micro-kernel call: with one row panel of one or two rows, several
@@ -1138,7 +1166,7 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
         const int64_t cols = std::min(group * NR, j1 - jr);
         const Elem* panel_b = direct_b ? b_direct + k0 * b.row_stride + jc + jr
                               : stream_b ? own_b->get()
-                                         : packed_b->get() + depth(k0) * panels * NR + jr * depth(kc);
+                                         : whole_b + depth(k0) * panels * NR + jr * depth(kc);
         if (stream_b)
           pack_kernel_panels<NR, Kernel>(own_b->get(), b.data + k0 * b.row_stride + (jc + jr) * b.col_stride,
                                          b.col_stride, b.row_stride, cols, kc);

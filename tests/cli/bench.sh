@@ -195,8 +195,8 @@ case_generate_bench() {
     > "$STDOUT" 2> "$STDERR" || fail "bench generate --model $dir failed: $(cat "$STDERR")"
   check_json "bench generate --model DIR" "$STDOUT" 'r["model"].endswith("llama_gqa") and r["cotan"]["tokens_per_s"] > 0'
 
-  # 16 new tokens: cotan's decode must take measurably longer than its one-token run (the ratios
-  # of decode times are null otherwise).
+  # 16 new tokens: cotan's decode should take measurably longer than its one-token run; when a
+  # loaded machine makes it not, the ratios of decode times must be null.
   "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 16 --batch 3 --repeats 2 --torch \
     --torch-python "$(command -v python3)" --torch-script "$(dirname "$0")/fake_generate_reference.py" --json \
     > "$STDOUT" 2> "$STDERR" || fail "bench generate --torch (stand-in) failed: $(cat "$STDERR")"
@@ -204,15 +204,17 @@ case_generate_bench() {
     r["torch"]["ms"] == 500 and r["torch"]["prefill_ms"] == 100 and r["torch"]["tokens_per_s"] == 96 and
     abs(r["torch"]["decode_tokens_per_s"] - 112.5) < 1e-9 and
     abs(r["ratio"] - r["cotan"]["tokens_per_s"] / 96) < 1e-4 * r["ratio"] and
-    abs(r["ratio_decode"] - 0.4 / ((r["cotan"]["ms"] - r["cotan"]["prefill_ms"]) / 1e3)) < 1e-3 * r["ratio_decode"] and
+    ((r["cotan"]["decode_tokens_per_s"] is None and r["cotan"]["ms"] <= r["cotan"]["prefill_ms"] and
+      r["ratio_decode"] is None and r["ratio_decode_compiled"] is None) or
+     (abs(r["ratio_decode"] - 0.4 / ((r["cotan"]["ms"] - r["cotan"]["prefill_ms"]) / 1e3)) < 1e-3 * r["ratio_decode"] and
+      abs(r["ratio_decode_compiled"] - 0.15 / ((r["cotan"]["ms"] - r["cotan"]["prefill_ms"]) / 1e3)) <
+        1e-3 * r["ratio_decode_compiled"])) and
     r["tokens_compared"] == 48 and 0 <= r["tokens_agree"] <= 48 and
     r["torch"]["compiled"]["ms"] == 250 and r["torch"]["compiled"]["prefill_ms"] == 100 and
     r["torch"]["compiled"]["tokens_per_s"] == 192 and abs(r["torch"]["compiled"]["decode_tokens_per_s"] - 300) < 1e-9 and
     len(r["torch"]["compiled"]["run_ms"]) == 2 and r["torch"]["compiled"]["first_run_s"] == 2 and
     r["torch"]["compiled"]["graphs_compiled_while_timed"] == 0 and 0 <= r["torch"]["compiled"]["tokens_agree"] <= 48 and
-    abs(r["ratio_compiled"] - r["cotan"]["tokens_per_s"] / 192) < 1e-4 * r["ratio_compiled"] and
-    abs(r["ratio_decode_compiled"] - 0.15 / ((r["cotan"]["ms"] - r["cotan"]["prefill_ms"]) / 1e3)) <
-      1e-3 * r["ratio_decode_compiled"]'
+    abs(r["ratio_compiled"] - r["cotan"]["tokens_per_s"] / 192) < 1e-4 * r["ratio_compiled"]'
   "$COTAN" bench generate --model tiny-student --prompt-len 5 --new-tokens 4 --repeats 1 --torch --no-torch-compile \
     --torch-python "$(command -v python3)" --torch-script "$(dirname "$0")/fake_generate_reference.py" \
     > "$STDOUT" 2> "$STDERR" || fail "bench generate --no-torch-compile (stand-in) failed: $(cat "$STDERR")"
@@ -225,7 +227,8 @@ case_generate_bench() {
     > "$STDOUT" 2> "$STDERR" || fail "bench generate (stand-in without compile) failed: $(cat "$STDERR")"
   check_json "bench generate (stand-in without compile)" "$STDOUT" 'r["torch"]["ms"] == 500 and
     r["torch"]["compiled"] is None and "no C++ compiler for torch.compile" in r["torch"]["compiled_note"] and
-    r["ratio_compiled"] is None and r["ratio_decode_compiled"] is None and r["ratio_decode"] > 0'
+    r["ratio_compiled"] is None and r["ratio_decode_compiled"] is None and r["ratio"] > 0 and
+    (r["ratio_decode"] is None if r["cotan"]["decode_tokens_per_s"] is None else r["ratio_decode"] > 0)'
 
   expect_error() {  # MESSAGE ARGS...
     message=$1
