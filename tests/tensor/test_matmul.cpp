@@ -615,6 +615,10 @@ TEST_CASE("matmul: one or two rows alone give the bits of the same rows in a tal
 // place) and transposed (packed), 1 and 2 threads.
 TEST_CASE("matmul: a last panel of one register's columns gives the bits of a whole panel") {
   const cpu::GemmInfo info = cpu::gemm_info();
+  if (info.kernel == "eigen") {
+    MESSAGE("no panels in this build (Eigen): nothing to check");
+    return;
+  }
   const int64_t nr = info.nr_f32, width = nr / 2;
   for (int64_t m : {int64_t(5), 9 * int64_t(info.mr) + 3, int64_t(257)})
     for (int64_t k : {128, 300})
