@@ -1080,7 +1080,6 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
   const bool lines_b = kLinesKernel && stream_b && b.row_stride == 1;
   const Elem* b_direct = nullptr;
   if constexpr (std::is_same_v<S, Elem>) b_direct = b.data;
-  // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
   // Packed B shared by the threads, each packing some of its panels and every row tile reading
   // all of them, is written each call where the other core's cache holds it from the last: on a
   // 2-core Xeon (AVX-512), 2 threads, packing B took 4 times as long per element as on one thread
@@ -1098,6 +1097,7 @@ void packed_gemm(Operand<S> a, Operand<S> b, T* c, int64_t m, int64_t n, int64_t
                          depth(k) * n * int64_t(sizeof(Elem)) <= blocks.direct_b_bytes / 2 &&
                          (row_panels + threads - 1) / threads * MR * depth(std::min(k, KC)) <= MC * depth(KC);
   if (private_b) row_tiles = threads;
+  // Columns per block: packed B (k x nc) under packed_b_bytes, a multiple of NR.
   const int64_t packed_columns = blocks.packed_b_bytes / int64_t(sizeof(Elem)) / depth(k) / NR * NR;
   const int64_t nc_max = direct_b || stream_b || private_b ? n : std::max<int64_t>(NR, packed_columns);
 
