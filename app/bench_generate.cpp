@@ -208,8 +208,9 @@ int bench_generate(const Args& args) {
     request["new_tokens"] = n;
     request["mode"] = mode;
     const Json reply = torch->request(request);
-    graphs_compiled += JsonFields(reply, "bench", "--torch generate").optional<int64_t>("graphs_compiled", 0);
-    transformers_version = JsonFields(reply, "bench", "--torch generate").required<std::string>("transformers");
+    const JsonFields fields(reply, "bench", "--torch generate");
+    graphs_compiled += fields.optional<int64_t>("graphs_compiled", 0);
+    transformers_version = fields.required<std::string>("transformers");
     const std::vector<double> seconds = TorchReference::numbers(reply, "seconds");
     const std::vector<std::vector<int32_t>> tokens = reply_tokens(reply);
     check(seconds.size() == 1 && tokens.size() == size_t(batch), "bench generate", "transformers' reply has ",

@@ -181,8 +181,10 @@ Json TorchReference::request(const Json& message) {
 std::string TorchReference::read_line() {
   std::string line;
   for (int c; (c = std::fgetc(from_)) != EOF && c != '\n';) line += char(c);
-  if (line.empty()) exited_ = true;
-  if (line.empty()) fail("bench", "--torch: the PyTorch reference (", python_.path, ") exited without answering");
+  if (line.empty()) {
+    exited_ = true;
+    fail("bench", "--torch: the PyTorch reference (", python_.path, ") exited without answering");
+  }
   return line;
 }
 
