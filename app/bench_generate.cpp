@@ -34,6 +34,7 @@
 #include "app/prompt_codec.hpp"
 #include "app/torch_reference.hpp"
 #include "nn/generate.hpp"
+#include "nn/model.hpp"
 #include "nn/model_dir.hpp"
 #include "tensor/error.hpp"
 #include "tensor/ops.hpp"

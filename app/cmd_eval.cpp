@@ -11,6 +11,7 @@
 #include "app/commands.hpp"
 #include "app/options.hpp"
 #include "app/prompt_codec.hpp"
+#include "nn/model.hpp"
 #include "nn/model_dir.hpp"
 #include "text/corpus.hpp"
 #include "train/evaluate.hpp"

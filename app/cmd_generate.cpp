@@ -17,6 +17,7 @@
 #include "app/options.hpp"
 #include "app/prompt_codec.hpp"
 #include "nn/generate.hpp"
+#include "nn/model.hpp"
 #include "nn/model_dir.hpp"
 #include "util/json.hpp"
 

@@ -420,7 +420,7 @@ DistilledOptions parse_distill_options(const Args& raw_args, const std::string& 
       s.train.device = device_option(v.device);
     }
     s.train.compute_dtype = dtype_option(v.dtype);
-    if (vm.count("composed")) s.train.attention_impl = nn::AttentionImpl::composed;
+    if (vm.count("composed")) s.attention_impl = nn::AttentionImpl::composed;
     std::vector<nn::AttentionKind> kinds;
     if (!v.attention.empty()) {
       kinds = attention_kinds_option(v.attention);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 
 #include "autograd/autograd.hpp"
 #include "tensor/ops.hpp"
@@ -73,13 +74,13 @@ std::string_view name_of(FinishReason reason) {
   return "?";
 }
 
-Generation generate(const CausalLM& lm, const Params& ps, const State& st,
+Generation generate(const LanguageModel& lm, const Params& ps, const State& st,
                     const std::vector<std::vector<int32_t>>& prompts, const GenerateConfig& c, Generator& gen,
                     const TokenCallback& on_token) {
   check_sampling(c.sampling);
   if (prompts.empty()) fail("generate", "no prompts");
   if (c.max_new_tokens < 1) fail("generate", "max_new_tokens ", c.max_new_tokens, " must be at least 1");
-  const int64_t limit = lm.config().max_position_embeddings;
+  const int64_t limit = lm.max_positions();
   Generation g;
   for (size_t r = 0; r < prompts.size(); ++r) {
     const int64_t n = int64_t(prompts[r].size());
@@ -106,7 +107,7 @@ Generation generate(const CausalLM& lm, const Params& ps, const State& st,
     for (size_t r = 0; r < rows; ++r) {
       const int64_t t = int64_t(sequences[r].size());
       if (!active[r]) {
-        out.push_back(zeros({1, lm.config().vocab_size}, lm.head_weight(ps).dtype(), device));
+        out.push_back(zeros({1, lm.vocab_size()}, lm.head_weight(ps).dtype(), device));
         continue;
       }
       Tensor logits = lm.apply(from_vector(sequences[r], {1, t}, device), ps, eval).first;
@@ -115,8 +116,11 @@ Generation generate(const CausalLM& lm, const Params& ps, const State& st,
     return concat(out, 0);
   };
 
+  // A model without incremental decoding (a family or attention kind that gives no cached step)
+  // recomputes every step.
+  const bool cached = c.use_cache && lm.has_kv_cache();
   KVCache cache;
-  Tensor logits = c.use_cache ? lm.prefill(prompts, ps, eval, cache) : recompute();
+  Tensor logits = cached ? lm.prefill(prompts, ps, eval, cache) : recompute();
   for (int64_t step = 0; step < c.max_new_tokens; ++step) {
     std::vector<int32_t> next = sample(logits, c.sampling, gen);
     size_t still = 0;
@@ -137,7 +141,7 @@ Generation generate(const CausalLM& lm, const Params& ps, const State& st,
       still += active[r];
     }
     if (still == 0 || step + 1 == c.max_new_tokens) break;
-    logits = c.use_cache ? lm.decode_step(from_vector(next, {int64_t(rows), 1}, device), ps, eval, cache) : recompute();
+    logits = cached ? lm.decode_step(from_vector(next, {int64_t(rows), 1}, device), ps, eval, cache) : recompute();
   }
   return g;
 }

@@ -1,4 +1,4 @@
-// Text generation with a CausalLM: sampling a next token from logits, and the loop that prefills
+// Text generation with any LanguageModel (nn/language_model.hpp): sampling a next token from logits, and the loop that prefills
 // the prompts into a KV cache and decodes one token per row per step (docs/generation.md).
 //
 //   nn::GenerateConfig c;
@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nn/model.hpp"
+#include "nn/language_model.hpp"
 
 namespace cotan::nn {
 
@@ -49,7 +49,8 @@ struct GenerateConfig {
   SamplingConfig sampling;
   std::optional<int32_t> eos;  // a row that produces it ends (it is kept as the row's last token)
   // false: every step runs the full forward pass on each row's whole sequence instead of the KV
-  // cache (slow: the oracle the cached path is compared with).
+  // cache (slow: the oracle the cached path is compared with). A model without incremental
+  // decoding (LanguageModel::has_kv_cache() false) always does.
   bool use_cache = true;
 };
 
@@ -65,12 +66,12 @@ struct Generation {
 using TokenCallback = std::function<bool(size_t row, int32_t id)>;
 
 // Generates up to max_new_tokens for each prompt, batched: the prompts are prefilled together
-// (CausalLM::prefill, ragged rows padded) and each step decodes one token per row. A row ends at
+// (LanguageModel::prefill, ragged rows padded) and each step decodes one token per row. A row ends at
 // eos, when on_token says so, or after max_new_tokens; the loop ends when every row has. Runs
 // without gradients in evaluation mode. Throws "[generate] ..." for no prompts, an empty prompt,
 // max_new_tokens < 1, or a prompt too long for the model: prompt + max_new_tokens - 1 tokens must
 // fit in max_position_embeddings (the last new token is never fed back).
-Generation generate(const CausalLM& lm, const Params& ps, const State& st,
+Generation generate(const LanguageModel& lm, const Params& ps, const State& st,
                     const std::vector<std::vector<int32_t>>& prompts, const GenerateConfig& c, Generator& gen,
                     const TokenCallback& on_token = {});
 

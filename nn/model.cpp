@@ -3,7 +3,10 @@
 #include <tuple>
 
 #include "autograd/autograd.hpp"
+#include "nn/hf_remote_code.hpp"
+#include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
+#include "util/json.hpp"
 
 namespace cotan::nn {
 
@@ -33,8 +36,33 @@ CausalLM::CausalLM(ModelConfig config, bool checkpoint_layers)
   if (!c.tie_word_embeddings) Linear{c.hidden_size, c.vocab_size}.specs(specs_, "lm_head");
 }
 
-std::pair<Params, State> CausalLM::init(Generator& gen, DType dtype) const {
-  return {init_params(specs_, gen, dtype, config_.init_std), init_state(dtype)};
+Json CausalLM::config_json() const { return config_.to_json(); }
+
+bool CausalLM::has_kv_cache() const {
+  return !(config_.attention.affine_n == AffineN::full && is_affine(config_.attention.kind));
+}
+
+Json CausalLM::export_config() const {
+  Json exported = config_.to_json();
+  // Non-softmax kinds leave as their own model type with transformers remote code: HF cannot run
+  // them as plain Llama by mistake, and runs their math with trust_remote_code.
+  if (config_.attention.kind != AttentionKind::softmax) {
+    exported["base_model_type"] = config_.model_type;
+    exported["model_type"] = kRemoteModelType;
+    exported["architectures"] = Json::array({"CotanForCausalLM"});
+    exported["auto_map"] = {{"AutoConfig", "configuration_cotan.CotanConfig"},
+                            {"AutoModelForCausalLM", "modeling_cotan.CotanForCausalLM"}};
+  }
+  return exported;
+}
+
+std::vector<ModelDirFile> CausalLM::export_files() const {
+  const bool remote = config_.attention.kind != AttentionKind::softmax;
+  std::vector<ModelDirFile> files;
+  // A softmax student is a plain HF directory: an earlier save's remote code goes.
+  for (const RemoteCodeFile& f : remote_code_files())
+    files.push_back({std::string(f.name), remote ? std::string(f.text) : std::string(), !remote});
+  return files;
 }
 
 State CausalLM::init_state(DType dtype) const {
@@ -95,11 +123,6 @@ std::pair<Tensor, State> CausalLM::run(const Tensor& ids, const Params& ps, Stat
 
 std::pair<Tensor, State> CausalLM::hidden(const Tensor& ids, const Params& ps, const State& st) const {
   return run(ids, ps, st, nullptr);
-}
-
-std::pair<Tensor, State> CausalLM::apply(const Tensor& ids, const Params& ps, const State& st) const {
-  auto [h, next] = hidden(ids, ps, st);
-  return {matmul(h, transpose(head_weight(ps))), next};
 }
 
 std::vector<LayerAnalysis> CausalLM::analyze(const Tensor& ids, const Params& ps, const State& st,

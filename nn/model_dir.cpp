@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include "nn/hf_remote_code.hpp"
 #include "nn/model.hpp"
 #include "nn/safetensors.hpp"
 #include "tensor/ops.hpp"
@@ -14,25 +13,32 @@ namespace cotan::nn {
 
 namespace fs = std::filesystem;
 
-LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optional<AttentionConfig>& attention) {
+namespace {
+
+// config.json's path, after verifying checksums.json when the directory has one (directories
+// cotan wrote record checksums; others, HF's, are read as they are).
+fs::path checked_config_path(const std::string& dir) {
   if (!fs::is_directory(dir)) fail("checkpoint", dir, ": not a directory");
   fs::path config_path = fs::path(dir) / "config.json";
   if (!fs::is_regular_file(config_path)) fail("checkpoint", dir, ": no config.json");
-  // Directories cotan wrote record checksums; others (HF's) are read as they are.
   const fs::path checksums = fs::path(dir) / kChecksumsName;
   if (fs::is_regular_file(checksums))
     verify_manifest(dir, read_json_file(checksums.string()), "checkpoint", checksums.string());
-  LoadedModel out;
-  out.config = ModelConfig::from_json(read_json_file(config_path.string()), config_path.string());
-  if (attention) out.config.attention = *attention;
+  return config_path;
+}
 
+// The weight files of a directory: the sharded index, else model.safetensors.
+std::string weights_path(const std::string& dir) {
   fs::path index = fs::path(dir) / "model.safetensors.index.json", single = fs::path(dir) / "model.safetensors";
   if (!fs::exists(index) && !fs::exists(single)) fail("checkpoint", dir, ": no model.safetensors or model.safetensors.index.json");
-  SafetensorsCheckpoint weights(fs::exists(index) ? index.string() : single.string());
-  std::string source = fs::exists(index) ? index.string() : single.string();
+  return fs::exists(index) ? index.string() : single.string();
+}
 
-  CausalLM model(out.config);
-  for (const ParamSpec& spec : model.param_specs()) {
+// Every declared parameter, checked for presence, shape and a floating dtype, cast to `dtype`.
+Params read_params(const SafetensorsCheckpoint& weights, const std::string& source, const std::vector<ParamSpec>& specs,
+                   DType dtype) {
+  Params out;
+  for (const ParamSpec& spec : specs) {
     if (!weights.contains(spec.name))
       fail("checkpoint", source, ": missing tensor '", spec.name, "' (", tensor_names_hint(weights.names()), ")");
     const SafetensorsEntry& info = weights.info(spec.name);
@@ -43,8 +49,32 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optio
     if (!is_floating(t.dtype()))
       fail("checkpoint", weights.file_of(spec.name).path(), ": tensor '", spec.name, "' has dtype ", t.dtype(),
            ", expected a floating dtype");
-    out.params.emplace(spec.name, contiguous(cast(t, dtype)));
+    out.emplace(spec.name, contiguous(cast(t, dtype)));
   }
+  return out;
+}
+
+// One buffer of the file into `buffer` (shape and a floating dtype checked), cast to `dtype`.
+void read_buffer(const SafetensorsCheckpoint& weights, const std::string& name, Tensor& buffer, DType dtype) {
+  const Tensor t = weights.load(name);
+  if (t.shape() != buffer.shape() || !is_floating(t.dtype()))
+    fail("checkpoint", weights.file_of(name).path(), ": buffer '", name, "' is ", t.dtype(), " ", to_string(t.shape()),
+         ", the config needs a floating ", to_string(buffer.shape()));
+  buffer = contiguous(cast(t, dtype));
+}
+
+}  // namespace
+
+LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optional<AttentionConfig>& attention) {
+  const fs::path config_path = checked_config_path(dir);
+  LoadedModel out;
+  out.config = ModelConfig::from_json(read_json_file(config_path.string()), config_path.string());
+  if (attention) out.config.attention = *attention;
+
+  const std::string source = weights_path(dir);
+  SafetensorsCheckpoint weights(source);
+  CausalLM model(out.config);
+  out.params = read_params(weights, source, model.param_specs(), dtype);
   out.state = model.init_state(dtype);
   for (auto& [name, buffer] : out.state.buffers) {
     if (!weights.contains(name)) {
@@ -52,11 +82,7 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optio
       fail("checkpoint", source, ": missing buffer '", name, "' (the ", name_of(out.config.attention.kind),
            " kind's running average of alpha; the forward pass reads it)");
     }
-    const Tensor t = weights.load(name);
-    if (t.shape() != buffer.shape() || !is_floating(t.dtype()))
-      fail("checkpoint", weights.file_of(name).path(), ": buffer '", name, "' is ", t.dtype(), " ", to_string(t.shape()),
-           ", the config needs a floating ", to_string(buffer.shape()));
-    buffer = contiguous(cast(t, dtype));
+    read_buffer(weights, name, buffer, dtype);
   }
   // HF tied checkpoints sometimes still carry lm_head.weight: it must equal the embedding then.
   for (const std::string& name : weights.names()) {
@@ -66,6 +92,38 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype, const std::optio
     fail("checkpoint", weights.file_of(name).path(), ": unexpected tensor '", name, "' for a ",
          name_of(out.config.attention.kind), " model of this config");
   }
+  return out;
+}
+
+LoadedLanguageModel load_model(const std::string& dir, DType dtype) {
+  const fs::path config_path = checked_config_path(dir);
+  const Json config = read_json_file(config_path.string());
+  LoadedLanguageModel out;
+  std::unique_ptr<LanguageModel> model = make_model(config, config_path.string());
+  if (const auto* lm = dynamic_cast<const CausalLM*>(model.get())) {
+    // The built-in families: HF's directories with their leniencies (a tied lm_head.weight, an
+    // old inv_freq buffer).
+    LoadedModel loaded = load_model_dir(dir, dtype);
+    out.model = std::make_shared<const CausalLM>(lm->config());
+    out.params = std::move(loaded.params);
+    out.state = std::move(loaded.state);
+    return out;
+  }
+  const std::string source = weights_path(dir);
+  SafetensorsCheckpoint weights(source);
+  out.params = read_params(weights, source, model->param_specs(), dtype);
+  out.state = model->init_state(dtype);
+  out.state.training = false;
+  for (auto& [name, buffer] : out.state.buffers) {
+    if (!weights.contains(name))
+      fail("checkpoint", source, ": missing buffer '", name, "' (the ", model->family(), " model's State; the forward pass reads it)");
+    read_buffer(weights, name, buffer, dtype);
+  }
+  for (const std::string& name : weights.names())
+    if (!out.params.count(name) && !out.state.buffers.count(name))
+      fail("checkpoint", weights.file_of(name).path(), ": unexpected tensor '", name, "' for a ", model->family(),
+           " model of this config");
+  out.model = std::move(model);
   return out;
 }
 
@@ -85,9 +143,8 @@ std::vector<std::string> take_weights(Params& init, const Params& loaded, const 
   return unused;
 }
 
-void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
+void save_model_dir(const std::string& dir, const LanguageModel& model, const Params& params, const State& state,
                     uint64_t max_shard_bytes) {
-  CausalLM model(config);
   check_params(model.param_specs(), params, dir);
   const State expected = model.init_state();
   for (const auto& [name, buffer] : expected.buffers) {
@@ -117,29 +174,23 @@ void save_model_dir(const std::string& dir, const ModelConfig& config, const Par
     for (std::string& shard : save_sharded(dir, tensors, max_shard_bytes, metadata)) files.push_back(std::move(shard));
     files.push_back("model.safetensors.index.json");
   }
-  // Non-softmax kinds leave as their own model type with transformers remote code: HF cannot run
-  // them as plain Llama by mistake, and runs their math with trust_remote_code.
-  Json exported = config.to_json();
-  const bool remote = config.attention.kind != AttentionKind::softmax;
-  if (remote) {
-    exported["base_model_type"] = config.model_type;
-    exported["model_type"] = kRemoteModelType;
-    exported["architectures"] = Json::array({"CotanForCausalLM"});
-    exported["auto_map"] = {{"AutoConfig", "configuration_cotan.CotanConfig"},
-                            {"AutoModelForCausalLM", "modeling_cotan.CotanForCausalLM"}};
-  }
-  for (const RemoteCodeFile& f : remote_code_files()) {
-    const std::string path = (fs::path(dir) / std::string(f.name)).string();
-    if (remote) {
-      write_file_atomically(path, {f.text}, "checkpoint");
+  for (const ModelDirFile& f : model.export_files()) {
+    const std::string path = (fs::path(dir) / f.name).string();
+    if (f.remove) {
+      fs::remove(path, ec);
     } else {
-      fs::remove(path, ec);  // a softmax student is a plain HF directory
+      write_file_atomically(path, {f.text}, "checkpoint");
     }
   }
-  std::string json = dump_json(exported, 2) + "\n";
+  std::string json = dump_json(model.export_config(), 2) + "\n";
   write_file_atomically((fs::path(dir) / "config.json").string(), {json}, "checkpoint");
   const std::string manifest = dump_json(checksum_manifest(dir, files, "checkpoint"), 2) + "\n";
   write_file_atomically((fs::path(dir) / kChecksumsName).string(), {manifest}, "checkpoint");
+}
+
+void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
+                    uint64_t max_shard_bytes) {
+  save_model_dir(dir, CausalLM(config), params, state, max_shard_bytes);
 }
 
 }  // namespace cotan::nn

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nn/config.hpp"
+#include "nn/language_model.hpp"
 #include "nn/params.hpp"
 
 namespace cotan::nn {
@@ -44,10 +45,28 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype = DType::f32,
 // loaded tensors `init` has no place for (another kind's extras), for the caller to report.
 std::vector<std::string> take_weights(Params& init, const Params& loaded, const std::string& source);
 
-// Writes config.json and the weights with the State's buffers (under their names, e.g.
-// model.layers.0.self_attn.alpha_ma: one file up to max_shard_bytes, shards beyond), each
-// atomically. Params and buffers are checked against the config first.
+// Writes config.json (model.export_config()), the files model.export_files() gives, and the
+// weights with the State's buffers (under their names, e.g. model.layers.0.self_attn.alpha_ma:
+// one file up to max_shard_bytes, shards beyond), each atomically. Params and buffers are checked
+// against model.param_specs() and model.init_state() first.
+void save_model_dir(const std::string& dir, const LanguageModel& model, const Params& params, const State& state,
+                    uint64_t max_shard_bytes = uint64_t(4) << 30);
+// The same for the CausalLM of `config`.
 void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
                     uint64_t max_shard_bytes = uint64_t(4) << 30);
+
+// A model directory of any registered family (nn/language_model.hpp): the model made from its
+// config.json by make_model, and its parameters and buffers.
+struct LoadedLanguageModel {
+  std::shared_ptr<const LanguageModel> model;
+  Params params;
+  State state;  // evaluation mode
+};
+
+// Verifies checksums.json when present, builds the model of config.json's model_type (a family
+// of user code must be registered first) and reads every tensor model.param_specs() and
+// model.init_state() declare, cast to `dtype`. Missing, extra or misshapen tensors are errors
+// naming the file and the tensor. The built-in families give what load_model_dir gives.
+LoadedLanguageModel load_model(const std::string& dir, DType dtype = DType::f32);
 
 }  // namespace cotan::nn

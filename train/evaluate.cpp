@@ -35,7 +35,7 @@ std::vector<int32_t> flatten(const std::vector<std::vector<int32_t>>& rows) {
 
 // log p(targets[b][t] | inputs[b][:t+1]) for every position of the rows of one forward pass,
 // [B][T] (rows of equal length T).
-std::vector<std::vector<double>> target_logprobs(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+std::vector<std::vector<double>> target_logprobs(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
                                                  const std::vector<std::vector<int32_t>>& inputs,
                                                  const std::vector<std::vector<int32_t>>& targets) {
   const Device device = lm.head_weight(ps).device();
@@ -46,7 +46,7 @@ std::vector<std::vector<double>> target_logprobs(const nn::CausalLM& lm, const n
 }
 
 // The same for inputs that continue the rows of `cache` (rows of equal length T; the cache grows).
-std::vector<std::vector<double>> target_logprobs_cached(const nn::CausalLM& lm, const nn::Params& ps,
+std::vector<std::vector<double>> target_logprobs_cached(const nn::LanguageModel& lm, const nn::Params& ps,
                                                         const nn::State& st, nn::KVCache& cache,
                                                         const std::vector<std::vector<int32_t>>& inputs,
                                                         const std::vector<std::vector<int32_t>>& targets) {
@@ -67,12 +67,12 @@ size_t rstrip_end(std::string_view s) {
 double PerplexityResult::perplexity() const { return std::exp(nll / double(tokens)); }
 double PerplexityResult::bits_per_byte() const { return nll / std::numbers::ln2 / double(bytes); }
 
-PerplexityResult perplexity(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+PerplexityResult perplexity(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
                             const std::vector<int32_t>& ids, int64_t bytes, const PerplexityConfig& c) {
   const int64_t n = int64_t(ids.size());
   if (n < 2) fail("eval", "perplexity needs at least 2 tokens, the text has ", n);
-  if (c.window < 2 || c.window > lm.config().max_position_embeddings)
-    fail("eval", "--ppl-window ", c.window, " must be in [2, ", lm.config().max_position_embeddings,
+  if (c.window < 2 || c.window > lm.max_positions())
+    fail("eval", "--ppl-window ", c.window, " must be in [2, ", lm.max_positions(),
          "] (the model's max_position_embeddings)");
   if (c.stride < 1 || c.stride > c.window) fail("eval", "--ppl-stride ", c.stride, " must be in [1, ", c.window, "]");
   NoGrad no_grad;
@@ -116,10 +116,10 @@ std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_pair(std::string_vi
   return {context_ids, continuation_ids};
 }
 
-std::vector<double> choice_logliks(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+std::vector<double> choice_logliks(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
                                    const std::vector<McRequest>& requests, const Encode& encode,
                                    const ChoiceConfig& c) {
-  const int64_t window = c.window > 0 ? c.window : lm.config().max_position_embeddings;
+  const int64_t window = c.window > 0 ? c.window : lm.max_positions();
   // Per request: the input, its targets and where the continuation's targets start.
   std::vector<std::vector<int32_t>> inputs, targets;
   std::vector<size_t> first, count;
@@ -146,8 +146,10 @@ std::vector<double> choice_logliks(const nn::CausalLM& lm, const nn::Params& ps,
     while (n < shared && n < inputs[r].size() && inputs[r][n] == inputs[0][n]) ++n;
     shared = std::min({shared, n, first[r]});
   }
-  if (lm.config().attention.affine_n == nn::AffineN::full) {
-    // The affine term's N counts every position, padding included: no padded batch, no cache.
+  if (!lm.has_kv_cache()) {
+    // A model without incremental decoding runs each request on its own, unpadded: affine_n
+    // 'full' counts every position in N, padding included, and a model of user code is not
+    // assumed to be one whose earlier positions ignore padding on the right.
     for (size_t r = 0; r < requests.size(); ++r) lp.push_back(target_logprobs(lm, ps, st, {inputs[r]}, {targets[r]})[0]);
   } else if (shared > 0 && requests.size() > 1) {
     // The context is prefilled once; each request continues it from position `shared`.
@@ -199,7 +201,7 @@ Predictions predict(const std::vector<double>& logliks, const std::vector<std::s
   return p;
 }
 
-TaskScore score_task(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+TaskScore score_task(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
                      const std::vector<McExample>& examples, const Encode& encode, const ChoiceConfig& c) {
   const auto start = std::chrono::steady_clock::now();
   TaskScore s;

@@ -1,4 +1,4 @@
-// Scoring a CausalLM the way the paper's Table 1 does (docs/evaluation.md): perplexity over a
+// Scoring any LanguageModel (nn/language_model.hpp) the way the paper's Table 1 does (docs/evaluation.md): perplexity over a
 // token stream with a sliding window, and zero-shot multiple choice by summed log-likelihoods in
 // lm-eval-harness 0.4's conventions (the tasks: train/eval_tasks.hpp).
 //
@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "nn/model.hpp"
+#include "nn/language_model.hpp"
 #include "train/eval_tasks.hpp"
 
 namespace cotan::train {
@@ -41,7 +41,7 @@ struct PerplexityResult {
 // end of the stream), so each token but the first is scored once, with at least window - stride
 // tokens of context where the stream has them. Throws "[eval] ..." for fewer than 2 tokens, a
 // window below 2 or past max_position_embeddings, a stride outside [1, window].
-PerplexityResult perplexity(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+PerplexityResult perplexity(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
                             const std::vector<int32_t>& ids, int64_t bytes, const PerplexityConfig& c);
 
 // ---- multiple choice ----
@@ -68,8 +68,10 @@ struct ChoiceConfig {
 // harness does. The tokens every input shares before its first scored position (the example's
 // context) are prefilled once into a KV cache, and the choices continue it as one batch, padded
 // on the right (padding never reaches an earlier position of a causal model); without a shared
-// prefix the choices run as one padded batch, and one at a time for affine_n 'full'.
-std::vector<double> choice_logliks(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+// prefix the choices run as one padded batch. A model without incremental decoding
+// (has_kv_cache() false: affine_n 'full', kinds or families without a cached step) runs the
+// choices one at a time, unpadded.
+std::vector<double> choice_logliks(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
                                    const std::vector<McRequest>& requests, const Encode& encode,
                                    const ChoiceConfig& c);
 
@@ -88,7 +90,7 @@ struct TaskScore {
   double examples_per_second() const { return seconds > 0 ? double(examples) / seconds : 0.0; }
 };
 
-TaskScore score_task(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+TaskScore score_task(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
                      const std::vector<McExample>& examples, const Encode& encode, const ChoiceConfig& c);
 
 }  // namespace cotan::train

@@ -166,7 +166,7 @@ Json study_json(const StudyConfig& config, const StudyInputs& in) {
   train["slice_teacher_vocab"] = config.train.loss.slice_teacher_vocab;
   train["eval_every"] = config.train.eval_every;
   train["eval_batches"] = config.train.eval_batches;
-  train["attention_impl"] = config.train.attention_impl == nn::AttentionImpl::composed ? "composed" : "fused";
+  train["attention_impl"] = config.attention_impl == nn::AttentionImpl::composed ? "composed" : "fused";
   j["train"] = train;
   return j;
 }
@@ -260,11 +260,12 @@ StudyInputs read_inputs(const StudyConfig& config) {
   teacher_run.steps = std::max<int64_t>(config.teacher_steps, 1);  // 0: loaded, checked above
   teacher_run.loss.kd_ratio = 0;
   student_run.steps = config.student_steps;
-  check_inputs(in.teacher, nullptr, in.data, teacher_run);
-  check_inputs(in.student, &in.teacher, in.data, student_run);
+  const nn::CausalLM teacher_model(in.teacher), student_model(in.student);
+  check_inputs(teacher_model, nullptr, in.data, teacher_run);
+  check_inputs(student_model, &teacher_model, in.data, student_run);
   if (offline) {
     in.topk = load_topk(config.teacher_logits, in.data_path, config.train.loss.temperature);
-    check_topk(in.student, *in.topk, in.data, student_run);
+    check_topk(student_model, *in.topk, in.data, student_run);
   }
   (void)WindowLoader(in.data.train, config.train.seq_len, config.train.batch_size, config.train.seed);  // seq_len fits
   if (config.eval.enabled())
@@ -432,7 +433,7 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
   const StudyConfig& config = ctx.config;
   nn::ModelConfig sc = ctx.in.student;
   sc.attention = variant.attention;
-  sc.attention.impl = config.train.attention_impl;
+  sc.attention.impl = config.attention_impl;
   nn::CausalLM student(sc);
   TrainConfig c = config.train;
   c.steps = config.student_steps;

@@ -58,6 +58,8 @@ struct StudyConfig {
   int64_t stats_window = 500;    // grad-norm statistics over steps [0, window)
   int64_t analysis_batches = 2;  // evaluation batches for the attention statistics
   TrainConfig train;             // batch, seq_len, lr, loss... (steps and run_dir are set per run)
+  // The students' attention path: the fused kernels, or the composed ops (--composed).
+  nn::AttentionImpl attention_impl = nn::AttentionImpl::fused;
   std::vector<StudyVariant> variants;  // empty: the six of the paper's comparison
   StudyEvalConfig eval;          // perplexity and zero-shot tasks scored on every model; none by default
   bool quick = false;

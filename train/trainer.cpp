@@ -116,7 +116,7 @@ std::vector<fs::path> numbered_checkpoints(const fs::path& run_dir) {
 // `previous`) becomes checkpoint-<previous>/ and checkpoint.tmp becomes checkpoint/; the oldest
 // numbered ones beyond `keep` checkpoints in all are removed.
 void write_checkpoint(const fs::path& run_dir, int64_t step, std::optional<int64_t> previous, int64_t keep,
-                      const nn::CausalLM& model, const nn::Params& ps, const nn::State& st, const AdamW& opt,
+                      const nn::LanguageModel& model, const nn::Params& ps, const nn::State& st, const AdamW& opt,
                       const LoaderState& loader, const Json& fields) {
   const fs::path tmp = run_dir / "checkpoint.tmp", final_dir = run_dir / "checkpoint";
   remove_or_fail(tmp);
@@ -131,7 +131,7 @@ void write_checkpoint(const fs::path& run_dir, int64_t step, std::optional<int64
   meta["step"] = step;
   meta["optimizer_steps"] = opt.steps();
   meta["loader"] = loader.to_json();
-  meta["model_config"] = model.config().to_json();
+  meta["model_config"] = model.config_json();
   meta["train"] = fields;
   meta["checksums"] = checksum_manifest(tmp.string(), {std::begin(kCheckpointFiles), std::end(kCheckpointFiles)}, "checkpoint");
   std::string text = dump_json(meta, 2) + "\n";
@@ -146,11 +146,11 @@ void write_checkpoint(const fs::path& run_dir, int64_t step, std::optional<int64
   for (size_t i = size_t(std::max<int64_t>(keep - 1, 0)); i < older.size(); ++i) remove_or_fail(older[i]);
 }
 
-CheckpointContents read_checkpoint(const fs::path& dir, const nn::CausalLM& model, const Json& fields, DType dtype) {
+CheckpointContents read_checkpoint(const fs::path& dir, const nn::LanguageModel& model, const Json& fields, DType dtype) {
   const std::string meta_path = (dir / "trainer.json").string();
   const Json meta = read_json_file(meta_path);
   const JsonFields f(meta, "resume", meta_path);
-  const Json config = model.config().to_json();
+  const Json config = model.config_json();
   // Both must be objects: the file may be damaged or hand-edited.
   const auto saved_config = f.object("model_config"), saved_train = f.object("train");
   if (!saved_config) f.error("missing field 'model_config'");
@@ -373,7 +373,7 @@ Tensor teacher_output(const Teacher& teacher, const Batch& batch, const LossConf
   return out;
 }
 
-std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
+std::pair<LossParts, nn::State> objective(const nn::LanguageModel& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
                                           bool fused_head, Tensor teacher_out) {
   if (teacher.topk && fused_head) {
@@ -422,7 +422,7 @@ std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Tea
   return {std::move(parts), std::move(next)};
 }
 
-EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
+EvalRecord evaluate(const nn::LanguageModel& student, const nn::Params& params, const nn::State& state,
                     const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss,
                     bool fused_head) {
   NoGrad no_grad;
@@ -444,7 +444,7 @@ EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const
   return r;
 }
 
-StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State& state, AdamW& opt,
+StepRecord train_step(const nn::LanguageModel& student, nn::Params& params, nn::State& state, AdamW& opt,
                       const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
                       double lr, Lookahead* ahead, bool draw_after) {
   nn::Params grads;
@@ -516,7 +516,7 @@ StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State
   return rec;
 }
 
-void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
+void check_inputs(const nn::LanguageModel& student, const nn::LanguageModel* teacher, const TokenData& data,
                   const TrainConfig& config) {
   if (config.steps <= 0) fail("train", "steps must be positive, got ", config.steps);
   if (config.batch_size <= 0 || config.grad_accum <= 0) fail("train", "batch_size and grad_accum must be positive");
@@ -525,30 +525,30 @@ void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher
     fail("train", "the compute dtype must be floating (f32, bf16, f64), got ", config.compute_dtype);
   if (config.tf32 && !config.device.is_cuda())
     fail("train", "--tf32 is a mode of the CUDA matmuls; this run is on ", to_string(config.device));
-  if (teacher && teacher->vocab_size != student.vocab_size && !config.loss.slice_teacher_vocab)
-    fail("distill", "teacher vocabulary ", teacher->vocab_size, " differs from the student's ", student.vocab_size,
+  if (teacher && teacher->vocab_size() != student.vocab_size() && !config.loss.slice_teacher_vocab)
+    fail("distill", "teacher vocabulary ", teacher->vocab_size(), " differs from the student's ", student.vocab_size(),
          " (pass --slice-teacher-vocab to drop the teacher's extra rows)");
   if (config.keep_checkpoints < 1) fail("train", "keep_checkpoints must be at least 1, got ", config.keep_checkpoints);
   if (config.seq_len < 1) fail("train", "seq_len must be positive, got ", config.seq_len);
-  for (const nn::ModelConfig* m : {&student, teacher}) {
-    if (!m || config.allow_longer_context || config.seq_len <= m->max_position_embeddings) continue;
+  for (const nn::LanguageModel* m : {&student, teacher}) {
+    if (!m || config.allow_longer_context || config.seq_len <= m->max_positions()) continue;
     fail("train", "seq_len ", config.seq_len, " is above the ", m == &student ? "student" : "teacher",
-         "'s max_position_embeddings ", m->max_position_embeddings,
+         "'s max_position_embeddings ", m->max_positions(),
          " (pass --allow-longer-context to train on longer sequences anyway)");
   }
   // Once, before any batch: an id the embedding does not have would fail mid-run.
   for (const TokenSequence* split : {&data.train, &data.val}) {
-    if (!split->empty() && split->max_id() >= student.vocab_size)
+    if (!split->empty() && split->max_id() >= student.vocab_size())
       fail("train", "the ", split == &data.train ? "training" : "validation", " data holds token id ", split->max_id(),
-           ", outside the model's vocabulary of ", student.vocab_size, " (vocab_size)");
+           ", outside the model's vocabulary of ", student.vocab_size(), " (vocab_size)");
   }
 }
 
-void check_topk(const nn::ModelConfig& student, const TopkData& topk, const TokenData& data, const TrainConfig& config) {
+void check_topk(const nn::LanguageModel& student, const TopkData& topk, const TokenData& data, const TrainConfig& config) {
   const TopkHeader& h = topk.first;
-  if (int64_t(h.vocab_size) != student.vocab_size)
+  if (int64_t(h.vocab_size) != student.vocab_size())
     fail("distill", "the teacher's top-k was made over a vocabulary of ", h.vocab_size, " but the student's is ",
-         student.vocab_size);
+         student.vocab_size());
   if (int64_t(h.seq_len) != config.seq_len)
     fail("distill", "the teacher's top-k was made in windows of seq_len ", h.seq_len, " but the run uses seq_len ",
          config.seq_len, " (pass --seq-len ", h.seq_len, ")");
@@ -565,14 +565,14 @@ void check_topk(const nn::ModelConfig& student, const TopkData& topk, const Toke
          data.val.size(), " tokens");
 }
 
-TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
+TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume) {
   bool distill = teacher.distills();
   const Device device = config.device;
   // Before anything is written: the settings and the data (check_inputs), then the teacher's
   // weights, which only a running job has.
-  check_inputs(student.config(), teacher.model ? &teacher.model->config() : nullptr, data, config);
-  if (teacher.topk) check_topk(student.config(), *teacher.topk, data, config);
+  check_inputs(student, teacher.model, data, config);
+  if (teacher.topk) check_topk(student, *teacher.topk, data, config);
   if (teacher.model && teacher.params->begin()->second.device() != device)
     fail("distill", "the teacher's parameters are on ", to_string(teacher.params->begin()->second.device()),
          ", the student trains on ", to_string(device));
@@ -643,7 +643,12 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
 
   TrainResult result;
   result.start_step = start;
-  bool bar = config.progress && isatty(fileno(stderr));
+  const int64_t end = config.stop_after > 0 ? std::min(config.steps, config.stop_after) : config.steps;
+  // A live bar on a terminal (util/progress.hpp); plain lines every log_every steps otherwise.
+  std::optional<Progress> bar;
+  if (config.progress && isatty(fileno(stderr)))
+    bar.emplace(config.progress_label.empty() ? std::string("train") : config.progress_label,
+                uint64_t(std::max<int64_t>(end - start, 1)), true, std::cerr);
   auto t0 = std::chrono::steady_clock::now();
   // A checkpoint of this run: the one resumed from, then each one written.
   std::optional<int64_t> last_good;
@@ -652,7 +657,6 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     return last_good ? cat((run_dir / "checkpoint").string(), " at step ", *last_good)
                      : cat("none written yet in ", run_dir.string());
   };
-  int64_t end = config.stop_after > 0 ? std::min(config.steps, config.stop_after) : config.steps;
   // The micro-batch train_step draws ahead, and where the loader was before it: a checkpoint
   // holds that position, so a resumed run draws the waiting batch again.
   Lookahead ahead;
@@ -726,12 +730,11 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
     const std::string job_eta =
         config.steps_after > 0 ? "  all ETA " + format_duration(eta + elapsed / double(done) * double(config.steps_after)) : "";
     if (bar) {
-      int width = 30, filled = int(double(width) * double(step + 1) / double(config.steps));
-      std::fprintf(stderr, "\r%s[%s%s] %lld/%lld loss %.4f  %.0f tok/s  ETA %s%s ", label.c_str(),
-                   std::string(size_t(filled), '#').c_str(), std::string(size_t(width - filled), '.').c_str(),
-                   (long long)(step + 1), (long long)config.steps, rec.loss, mean_tokens_per_s,
-                   format_duration(eta).c_str(), job_eta.c_str());
-      if (last) std::fprintf(stderr, "\n");
+      char detail[160];
+      std::snprintf(detail, sizeof detail, "step %lld/%lld  loss %.4f  %.0f tok/s%s", (long long)(step + 1),
+                    (long long)config.steps, rec.loss, mean_tokens_per_s, job_eta.c_str());
+      bar->update(uint64_t(step + 1 - start), detail);
+      if (step + 1 == end) bar->finish(cat("step ", step + 1, "/", config.steps, ", loss ", rec.loss));
     } else if (config.log_every > 0 && ((step + 1) % config.log_every == 0 || last)) {
       std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s%s\n", label.c_str(),
                    (long long)(step + 1), (long long)config.steps, rec.loss, rec.grad_norm, rec.lr, mean_tokens_per_s,

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/model.hpp"
+#include "nn/language_model.hpp"
 #include "train/data.hpp"
 #include "train/losses.hpp"
 #include "train/optim.hpp"
@@ -70,7 +70,6 @@ struct TrainConfig {
   std::string progress_label;    // before the bar and the log lines, e.g. "student 2/6 sink"
   int64_t steps_after = 0;       // steps of the job's later runs (a study's), for the job's ETA
   int64_t log_every = 10;        // plain log lines every N steps
-  nn::AttentionImpl attention_impl = nn::AttentionImpl::fused;
   Device device = Device::cpu();  // where the model, the optimizer state and the batches live
   // The dtype of the forward and backward passes. The parameters (the master weights) and the
   // optimizer state keep theirs; with bf16 each step casts the weights down and the gradients
@@ -95,7 +94,7 @@ struct TrainConfig {
 struct TopkData;
 class TeacherCache;
 struct Teacher {
-  const nn::CausalLM* model = nullptr;
+  const nn::LanguageModel* model = nullptr;  // any model with the student's vocabulary
   const nn::Params* params = nullptr;
   const nn::State* state = nullptr;  // run in evaluation mode: never updated
   const TopkData* topk = nullptr;    // offline targets, aligned with the data's train and val splits
@@ -164,7 +163,7 @@ void install_interrupt_handler();
 // Trains `params` of `student` (pretraining when teacher.model is null). With resume = true the
 // run continues from run_dir/checkpoint. Errors (NaN loss, a checkpoint of another config, an
 // unwritable run directory) throw with the step and path named; the last good checkpoint stays.
-TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state, const Teacher& teacher,
+TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State state, const Teacher& teacher,
                   const TokenData& data, const TrainConfig& config, bool resume = false);
 
 // The checks of fit() that need no run directory and no weights: steps, batch_size, grad_accum,
@@ -173,12 +172,12 @@ TrainResult fit(const nn::CausalLM& student, nn::Params params, nn::State state,
 // within max_position_embeddings of both models (unless allow_longer_context), every token id of
 // the data inside the student's vocabulary. teacher may be null. A job that writes before it
 // calls fit() (the study) calls this first, so a bad input leaves nothing behind.
-void check_inputs(const nn::ModelConfig& student, const nn::ModelConfig* teacher, const TokenData& data,
+void check_inputs(const nn::LanguageModel& student, const nn::LanguageModel* teacher, const TokenData& data,
                   const TrainConfig& config);
 
 // Offline targets against the run: the vocabulary, seq_len, temperature, the fkl loss, and as
 // many positions as the data's splits hold. Errors name both sides.
-void check_topk(const nn::ModelConfig& student, const TopkData& topk, const TokenData& data, const TrainConfig& config);
+void check_topk(const nn::LanguageModel& student, const TopkData& topk, const TokenData& data, const TrainConfig& config);
 
 // The training settings a checkpoint records (trainer.json "train"); resuming needs them equal,
 // except for `steps`.
@@ -205,7 +204,7 @@ std::string describe_differences(const Json& saved, const Json& now, const std::
 // teacher_out, when defined, is teacher_output(teacher, batch, loss, fused_head) computed
 // beforehand (train_step's lookahead), else the teacher's pass runs here; either way it is
 // released when the loss has been computed, before the backward pass.
-std::pair<LossParts, nn::State> objective(const nn::CausalLM& student, const Teacher& teacher, const nn::Params& ps,
+std::pair<LossParts, nn::State> objective(const nn::LanguageModel& student, const Teacher& teacher, const nn::Params& ps,
                                           const nn::State& st, const Batch& batch, const LossConfig& loss,
                                           bool fused_head = true, Tensor teacher_out = Tensor());
 
@@ -238,13 +237,13 @@ struct Lookahead {
 // the step's last micro-batch only when `draw_after` (another step follows). The batches come in
 // the same order and every value has the same bits as without `ahead`; a caller that saves the
 // data's position must count the batch waiting in *ahead as not drawn.
-StepRecord train_step(const nn::CausalLM& student, nn::Params& params, nn::State& state, AdamW& opt,
+StepRecord train_step(const nn::LanguageModel& student, nn::Params& params, nn::State& state, AdamW& opt,
                       const Teacher& teacher, const std::function<Batch()>& next_batch, const TrainConfig& config,
                       double lr, Lookahead* ahead = nullptr, bool draw_after = false);
 
 // Mean KD loss, CE and perplexity over the validation batches: the objective in evaluation mode,
 // no gradients, whatever the training mix of KD and CE (kd_ratio).
-EvalRecord evaluate(const nn::CausalLM& student, const nn::Params& params, const nn::State& state,
+EvalRecord evaluate(const nn::LanguageModel& student, const nn::Params& params, const nn::State& state,
                     const Teacher& teacher, const std::vector<Batch>& batches, const LossConfig& loss,
                     bool fused_head = true);
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nn/generate.hpp"
+#include "nn/model.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
 

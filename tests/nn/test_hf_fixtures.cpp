@@ -14,6 +14,7 @@
 #include "nn/model.hpp"
 #include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
+#include "text/tokenizer.hpp"
 #include "tests/support.hpp"
 #include "util/atomic_file.hpp"
 #include "util/json.hpp"
@@ -182,4 +183,22 @@ TEST_CASE("exported students of every study variant reload with identical logits
   index["ids"] = {std::vector<int64_t>(ids.begin(), ids.begin() + 6), std::vector<int64_t>(ids.begin() + 6, ids.end())};
   write_file_atomically((root / "cotan_logits.json").string(), {dump_json(index) + "\n"}, "test");
   if (!keep) fs::remove_all(root);
+}
+
+TEST_CASE("HF fixtures: the Llama with its tokenizer.json encodes as HF tokenizers does, and its ids fit the model") {
+  const fs::path dir = kFixtures / "llama_with_tokenizer";
+  const text::Tokenizer tok = text::Tokenizer::load((dir / "tokenizer.json").string());
+  const LoadedModel m = load_model_dir(dir.string(), DType::f32);
+  const Json expected = read_json_file((dir / "expected.json").string());
+  int cases = 0;
+  for (const Json& c : expected["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    CAPTURE(text);
+    const std::vector<int32_t> with = tok.encode(text, true), without = tok.encode(text, false);
+    CHECK(with == c["with_special"].get<std::vector<int32_t>>());
+    CHECK(without == c["without_special"].get<std::vector<int32_t>>());
+    for (int32_t id : with) CHECK(id < m.config.vocab_size);
+    ++cases;
+  }
+  CHECK(cases == 5);
 }

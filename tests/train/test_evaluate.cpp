@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/autograd.hpp"
+#include "nn/model.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
 #include "train/data.hpp"
