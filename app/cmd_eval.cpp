@@ -14,7 +14,7 @@
 #include "nn/model.hpp"
 #include "nn/model_dir.hpp"
 #include "text/corpus.hpp"
-#include "train/evaluate.hpp"
+#include "eval/evaluate.hpp"
 #include "util/json.hpp"
 
 namespace po = boost::program_options;
@@ -26,7 +26,7 @@ namespace {
 
 constexpr int64_t kDefaultPplWindow = 1024;
 
-double metric_of(const train::TaskScore& s, const std::string& metric) {
+double metric_of(const eval::TaskScore& s, const std::string& metric) {
   return metric == "acc_norm" ? s.acc_norm : metric == "acc_bytes" ? s.acc_bytes : s.acc;
 }
 
@@ -73,7 +73,7 @@ int cmd_eval(const Args& args) {
   if (ppl_data.empty() && tasks_spec.empty()) fail("eval", "nothing to evaluate: give --ppl-data FILE or --tasks NAME=FILE,...");
   const DType dtype = dtype_option(dtype_name, "eval");
   const Device device = device_option(device_name);
-  const auto tasks = train::parse_task_list(tasks_spec, "eval", "--tasks");
+  const auto tasks = eval::parse_task_list(tasks_spec, "eval", "--tasks");
   const bool json = vm.count("json") > 0;
 
   nn::LoadedModel loaded = load_inference_model(model_dir, dtype, "eval");
@@ -86,13 +86,13 @@ int cmd_eval(const Args& args) {
   const int32_t eos = *codec->eos();
 
   // Task files are read before any scoring, so that a bad line fails at once.
-  std::vector<std::vector<train::McExample>> examples;
-  for (const auto& task : tasks) examples.push_back(train::read_task(task.first, task.second, limit));
+  std::vector<std::vector<eval::McExample>> examples;
+  for (const auto& task : tasks) examples.push_back(eval::read_task(task.first, task.second, limit));
 
   Json out = Json::object();
   out["model"] = model_dir;
   std::ostringstream details;
-  std::optional<train::PerplexityResult> ppl;
+  std::optional<eval::PerplexityResult> ppl;
   if (!ppl_data.empty()) {
     // Documents joined as `cotan tokenize` joins them: each one's ids, then the EOS.
     const std::vector<std::string> docs = text::read_documents(ppl_data, {.text_field = text_field});
@@ -106,7 +106,7 @@ int cmd_eval(const Args& args) {
     }
     const int64_t window = ppl_window > 0 ? ppl_window : std::min(loaded.config.max_position_embeddings, kDefaultPplWindow);
     const int64_t stride = ppl_stride > 0 ? ppl_stride : std::max<int64_t>(1, window / 2);
-    ppl = train::perplexity(model, ps, st, ids, bytes, {.window = window, .stride = stride});
+    ppl = eval::perplexity(model, ps, st, ids, bytes, {.window = window, .stride = stride});
     out["perplexity"] = {{"file", ppl_data},           {"ppl", ppl->perplexity()},  {"bits_per_byte", ppl->bits_per_byte()},
                          {"nll", ppl->nll},            {"tokens", ppl->tokens},     {"bytes", ppl->bytes},
                          {"documents", docs.size()},   {"window", window},          {"stride", stride},
@@ -116,11 +116,11 @@ int cmd_eval(const Args& args) {
             << ", window " << window << ", stride " << stride << "\n";
   }
 
-  const train::Encode encode = [&codec](std::string_view text) { return codec->encode_plain(text); };
+  const eval::Encode encode = [&codec](std::string_view text) { return codec->encode_plain(text); };
   Json task_json = Json::object();
   std::vector<double> columns;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const train::TaskScore s = train::score_task(model, ps, st, examples[i], encode, {.prefix_id = eos});
+    const eval::TaskScore s = eval::score_task(model, ps, st, examples[i], encode, {.prefix_id = eos});
     columns.push_back(metric_of(s, metric));
     task_json[tasks[i].first] = {{"file", tasks[i].second}, {"examples", s.examples}, {"acc", s.acc},
                                  {"acc_norm", s.acc_norm},   {"acc_bytes", s.acc_bytes},

@@ -1,5 +1,5 @@
 // cotan plan: the memory per GPU and the time of a distillation recipe, before it runs
-// (train/plan.hpp has the model; docs/recipes.md#planning).
+// (study/plan.hpp has the model; docs/recipes.md#planning).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +12,7 @@
 #include "app/distill_options.hpp"
 #include "app/options.hpp"
 #include "nn/model.hpp"
-#include "train/plan.hpp"
+#include "study/plan.hpp"
 #include "util/json.hpp"
 
 namespace cotan::app {
@@ -76,11 +76,11 @@ struct PlanOptions {
 };
 
 // The largest micro-batch b in [1, limit] whose plan, inputs(b), fits `usable` (0: none).
-int64_t largest_fitting(const std::function<train::PlanInputs(int64_t)>& inputs, double usable, int64_t limit) {
+int64_t largest_fitting(const std::function<study::PlanInputs(int64_t)>& inputs, double usable, int64_t limit) {
   int64_t lo = 0, hi = limit;
   while (lo < hi) {
     const int64_t mid = lo + (hi - lo + 1) / 2;
-    if (train::plan_memory(inputs(mid)).peak <= usable) lo = mid;
+    if (study::plan_memory(inputs(mid)).peak <= usable) lo = mid;
     else hi = mid - 1;
   }
   return lo;
@@ -110,7 +110,7 @@ int cmd_plan(const Args& args) {
     std::cout << *d.opts << "\nThe recipe's keys (or the same options on the command line) are those of cotan distill.\n";
     return 0;
   }
-  const train::StudyConfig& s = *d.study;
+  const study::StudyConfig& s = *d.study;
   const po::variables_map& vm = d.vm;
   try {
     check_integer("gpus", p.gpus, 1, 1 << 20);
@@ -153,8 +153,8 @@ int cmd_plan(const Args& args) {
   const int64_t global_batch = s.train.batch_size * s.train.grad_accum;
   const bool checkpointing = vm.count("checkpoint-layers") > 0;
 
-  auto inputs = [&](const train::StudyVariant& v, int64_t micro, bool ckpt) {
-    train::PlanInputs in;
+  auto inputs = [&](const study::StudyVariant& v, int64_t micro, bool ckpt) {
+    study::PlanInputs in;
     in.student = student;
     in.student.attention = v.attention;
     in.teacher = teacher;
@@ -172,15 +172,15 @@ int cmd_plan(const Args& args) {
   // The student with the largest footprint sets the numbers; the others are listed.
   const int64_t micro = s.train.batch_size;
   size_t worst = 0;
-  std::vector<train::MemoryPlan> by_variant;
+  std::vector<study::MemoryPlan> by_variant;
   for (size_t i = 0; i < s.variants.size(); ++i) {
-    by_variant.push_back(train::plan_memory(inputs(s.variants[i], micro, checkpointing)));
+    by_variant.push_back(study::plan_memory(inputs(s.variants[i], micro, checkpointing)));
     if (by_variant[i].peak > by_variant[worst].peak) worst = i;
   }
-  const train::StudyVariant& w = s.variants[worst];
-  const train::PlanInputs in = inputs(w, micro, checkpointing);
-  const train::MemoryPlan& m = by_variant[worst];
-  const train::MemoryPlan other_ckpt = train::plan_memory(inputs(w, micro, !checkpointing));
+  const study::StudyVariant& w = s.variants[worst];
+  const study::PlanInputs in = inputs(w, micro, checkpointing);
+  const study::MemoryPlan& m = by_variant[worst];
+  const study::MemoryPlan other_ckpt = study::plan_memory(inputs(w, micro, !checkpointing));
   const int64_t per_gpu_batch = std::max<int64_t>(1, (global_batch + p.gpus - 1) / p.gpus);
   // Each candidate with its own accumulation steps (a micro-batch that covers the per-GPU batch
   // needs no running sum of the gradients).
@@ -191,7 +191,7 @@ int cmd_plan(const Args& args) {
   if (global_batch % p.gpus == 0)
     for (int64_t b = fits; b >= 1 && !exact; --b)
       if (per_gpu_batch % b == 0) exact = b;
-  const train::StepPlan step = train::plan_step(in, global_batch);
+  const study::StepPlan step = study::plan_step(in, global_batch);
   const double step_s = step.flops / (double(p.gpus) * p.peak_tflops * 1e12 * p.mfu);
   const double student_params = double(nn::CausalLM(in.student).num_params());
   const double teacher_params = teacher ? double(nn::CausalLM(*teacher).num_params()) : 0;

@@ -18,7 +18,7 @@
 #include "nn/model_dir.hpp"
 #include "tensor/op_table.hpp"
 #include "text/tokenizer.hpp"
-#include "train/study.hpp"
+#include "study/study.hpp"
 #include "train/tokenize_corpus.hpp"
 
 namespace po = boost::program_options;
@@ -131,12 +131,12 @@ std::string resume_command(const std::string& command, const Args& args, const s
 // The study's students: default_variants(), only those of `kinds` when given, the affine ones
 // with --phi and --affine-n applied. --phi keeps one student of a kind run once per phi, and
 // a variant whose settings the options chose names them: "affine(sigmoid, affine_n=full)".
-std::vector<train::StudyVariant> study_variants(const std::vector<nn::AttentionKind>& kinds, const AffineOptions& affine) {
+std::vector<study::StudyVariant> study_variants(const std::vector<nn::AttentionKind>& kinds, const AffineOptions& affine) {
   nn::AttentionConfig chosen;
   apply_affine_options(affine, chosen);  // checks the names before anything else
   const bool renamed = !affine.phi.empty() || !affine.affine_n.empty();
-  std::vector<train::StudyVariant> out;
-  for (train::StudyVariant v : train::default_variants()) {
+  std::vector<study::StudyVariant> out;
+  for (study::StudyVariant v : study::default_variants()) {
     if (!kinds.empty() && std::find(kinds.begin(), kinds.end(), v.attention.kind) == kinds.end()) continue;
     const nn::AttentionKindInfo& info = nn::attention_kind(v.attention.kind);
     if (nn::is_affine(v.attention.kind)) {
@@ -214,7 +214,7 @@ constexpr const char* kDataHelp =
     "fortunes corpus)";
 
 int cmd_pretrain(const Args& args) {
-  train::TrainConfig c = train::default_study().train;
+  train::TrainConfig c = study::default_study().train;
   c.steps = 300;
   c.loss.kd_ratio = 0;
   std::string config = "tiny-teacher", data, out, loss_spec, resume_dir, device, dtype, seed, tokenizer_path, cache_dir;
@@ -263,7 +263,7 @@ int cmd_pretrain(const Args& args) {
   corpus.text_field = text_field;
   const std::string data_path = data.empty() ? train::default_corpus_path() : data;
   train::TokenData tokens = train::load_corpus_tokens(data_path, train::CorpusTokenizer(hf ? &*hf : nullptr), 0.05, 0,
-                                                      cache_dir.empty() ? train::default_cache_dir() : cache_dir, corpus,
+                                                      cache_dir.empty() ? study::default_cache_dir() : cache_dir, corpus,
                                                       &std::cerr);
   Generator gen(c.seed);
   auto [ps, st] = model.init(gen);
@@ -296,7 +296,7 @@ namespace {
 const std::set<std::string> kNotInRecipes = {"run-dir", "resume", "overwrite", "print-recipe"};
 const std::set<std::string> kNotResolved = {"run-dir", "resume", "overwrite", "print-recipe", "threads", "cache-dir"};
 
-po::options_description distill_options(train::StudyConfig& s, DistillValues& v) {
+po::options_description distill_options(study::StudyConfig& s, DistillValues& v) {
   const std::string attention_help =
       "only these kinds, comma-separated (" + nn::attention_kind_names() + "; default: every kind)";
   po::options_description opts(
@@ -371,7 +371,7 @@ DistilledOptions parse_distill_options(const Args& raw_args, const std::string& 
   // The recipe's options first, with the option list of a scratch config (the defaults depend on
   // --quick, which the recipe may set).
   {
-    train::StudyConfig scratch = train::default_study();
+    study::StudyConfig scratch = study::default_study();
     DistillValues scratch_values;
     po::options_description scratch_opts = distill_options(scratch, scratch_values);
     if (more) more(scratch_opts);
@@ -379,9 +379,9 @@ DistilledOptions parse_distill_options(const Args& raw_args, const std::string& 
   }
   const Args& args = d.expanded.args;
   const bool quick = std::find(args.begin(), args.end(), "--quick") != args.end();
-  d.study = std::make_unique<train::StudyConfig>(quick ? train::quick_study() : train::default_study());
+  d.study = std::make_unique<study::StudyConfig>(quick ? study::quick_study() : study::default_study());
   d.values = std::make_unique<DistillValues>();
-  train::StudyConfig& s = *d.study;
+  study::StudyConfig& s = *d.study;
   DistillValues& v = *d.values;
   d.opts = std::make_unique<po::options_description>(distill_options(s, v));
   if (more) more(*d.opts);
@@ -399,7 +399,7 @@ DistilledOptions parse_distill_options(const Args& raw_args, const std::string& 
     check_integer("eval-limit", s.eval.limit, 0, kNoLimit, "0: all");
     check_number("rho", v.rho, 0, 1);
     if (v.rho == 1) fail("option", "--rho 1: expected a number in [0, 1) (1 would freeze alpha_ma at its start)");
-    s.eval.tasks = train::parse_task_list(v.eval_tasks, "distill", "--eval-tasks");
+    s.eval.tasks = eval::parse_task_list(v.eval_tasks, "distill", "--eval-tasks");
     if (s.eval.limit > 0 && s.eval.tasks.empty()) fail("option", "--eval-limit needs --eval-tasks");
     s.overwrite = vm.count("overwrite") > 0;
     if (vm.count("resume") && s.overwrite) fail("option", "--resume and --overwrite exclude each other");
@@ -430,7 +430,7 @@ DistilledOptions parse_distill_options(const Args& raw_args, const std::string& 
     }
     s.variants = study_variants(kinds, v.affine);
     if (s.variants.empty()) fail("option", "--attention ", v.attention, " with --phi ", v.affine.phi, " leaves no student");
-    for (train::StudyVariant& variant : s.variants) variant.attention.rho = v.rho;
+    for (study::StudyVariant& variant : s.variants) variant.attention.rho = v.rho;
     if (!v.teacher_config.empty()) s.teacher_config = load_model_config("--teacher-config", v.teacher_config);
     if (check_files) {
       if (s.teacher_logits.empty()) load_model_config("--teacher", s.teacher);
@@ -451,13 +451,13 @@ int cmd_distill(const Args& raw_args) {
   // --print-recipe checks the values only (parse_distill_options' check_files).
   const bool printing = std::find(raw_args.begin(), raw_args.end(), "--print-recipe") != raw_args.end();
   DistilledOptions d = parse_distill_options(raw_args, "distill", nullptr, !printing);
-  train::StudyConfig& s = *d.study;
+  study::StudyConfig& s = *d.study;
   if (d.vm.count("help")) {
     std::cout << *d.opts << "\nattention kinds:\n" << nn::attention_kinds_help()
               << "\n--phi and --affine-n set the affine students' alpha function and N_i; --phi runs that phi only,\n"
                  "instead of one affine student per phi.\n"
                  "\nrecipes (--recipe NAME): ";
-    const std::vector<std::string> names = train::builtin_recipe_names();
+    const std::vector<std::string> names = study::builtin_recipe_names();
     for (size_t i = 0; i < names.size(); ++i) std::cout << (i ? ", " : "") << names[i];
     std::cout << "; a recipe's keys are these options without the dashes (docs/recipes.md).\n";
     return 0;
@@ -468,7 +468,7 @@ int cmd_distill(const Args& raw_args) {
   }
   s.train.progress = isatty(STDERR_FILENO);  // a live bar on a terminal, plain lines in logs
   train::install_interrupt_handler();
-  train::StudyResult r = train::run_study(s);
+  study::StudyResult r = study::run_study(s);
   if (r.interrupted) {
     std::cerr << "continue with: " << resume_command("distill", raw_args, r.run_dir) << "\n";
     return kInterruptedStatus;

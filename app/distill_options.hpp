@@ -10,7 +10,7 @@
 #include "app/commands.hpp"
 #include "app/options.hpp"
 #include "app/recipe_args.hpp"
-#include "train/study.hpp"
+#include "study/study.hpp"
 
 namespace cotan::app {
 
@@ -25,7 +25,7 @@ struct DistilledOptions {
   RecipeArgs expanded;          // the recipe's and --set's options merged under the command line's
   po::variables_map vm;
   // Bound to the option description, so they stay where they are.
-  std::unique_ptr<train::StudyConfig> study;  // with its variants, command and resolved recipe
+  std::unique_ptr<study::StudyConfig> study;  // with its variants, command and resolved recipe
   std::unique_ptr<DistillValues> values;
   std::unique_ptr<po::options_description> opts;  // distill's options, then those of `more`
 };

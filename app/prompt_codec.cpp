@@ -11,9 +11,9 @@ namespace {
 
 class ByteCodec final : public PromptCodec {
  public:
-  std::vector<int32_t> encode(std::string_view text) const override { return train::encode(text); }
-  std::vector<int32_t> encode_plain(std::string_view text) const override { return train::encode(text); }
-  std::string decode(std::span<const int32_t> ids) const override { return train::decode(ids); }
+  std::vector<int32_t> encode(std::string_view text) const override { return text::encode_bytes(text); }
+  std::vector<int32_t> encode_plain(std::string_view text) const override { return text::encode_bytes(text); }
+  std::string decode(std::span<const int32_t> ids) const override { return text::decode_bytes(ids); }
   std::optional<int32_t> eos() const override { return train::kEndOfDocument; }
   std::string name() const override { return "the byte tokenizer"; }
 };

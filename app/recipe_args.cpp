@@ -86,7 +86,7 @@ RecipeArgs expand_recipe(const Args& args, const po::options_description& opts, 
     out.args = args;
     return out;
   }
-  out.recipe = train::load_recipe(recipe_name);
+  out.recipe = study::load_recipe(recipe_name);
   // One entry per key, in the recipe's order, then --set's; a later value replaces an earlier one.
   auto put = [&](RecipeArgs::Origin origin) {
     auto it = std::find_if(out.origins_.begin(), out.origins_.end(), [&](const auto& x) { return x.key == origin.key; });
@@ -98,7 +98,7 @@ RecipeArgs expand_recipe(const Args& args, const po::options_description& opts, 
     if (is_switch) return value == "true" ? Args{"--" + key} : Args{};
     return Args{"--" + key, value};
   };
-  for (const train::RecipeEntry& e : out.recipe->entries) {
+  for (const study::RecipeEntry& e : out.recipe->entries) {
     const std::string where = out.recipe->where(e);
     const po::option_description& o = recipe_option(e.key, opts, not_in_recipes, where, command);
     if (is_switch(o) != e.is_switch)
@@ -140,7 +140,7 @@ void RecipeArgs::rethrow(const std::exception& e) const {
 
 std::string resolved_recipe(const po::variables_map& vm, const po::options_description& opts,
                             const std::set<std::string>& excluded, const std::string& header) {
-  std::vector<train::ResolvedOption> out;
+  std::vector<study::ResolvedOption> out;
   for (const auto& o : opts.options()) {
     const std::string& key = o->long_name();
     if (key.empty() || excluded.count(key) || kRecipeOptions.count(key)) continue;
@@ -160,7 +160,7 @@ std::string resolved_recipe(const po::variables_map& vm, const po::options_descr
     else if (const auto* d = boost::any_cast<double>(&v)) out.push_back({key, *d});
     else fail("recipe", "option --", key, " has a type recipes cannot hold");
   }
-  return train::format_recipe(out, header);
+  return study::format_recipe(out, header);
 }
 
 }  // namespace cotan::app

@@ -1,5 +1,5 @@
 // --recipe and --set on the commands that take recipes (distill, plan): a recipe's keys are the
-// command's long option names (train/recipe.hpp), so a recipe is the command line written down.
+// command's long option names (study/recipe.hpp), so a recipe is the command line written down.
 // The command line wins over --set, which wins over the recipe:
 //   cotan distill --recipe small --set steps=100 --seeds 3
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "app/commands.hpp"
-#include "train/recipe.hpp"
+#include "study/recipe.hpp"
 
 namespace cotan::app {
 
@@ -21,7 +21,7 @@ void add_recipe_options(po::options_description& opts);
 
 struct RecipeArgs {
   Args args;  // the recipe's and --set's options, then the command line's, without --recipe and --set
-  std::optional<train::Recipe> recipe;
+  std::optional<study::Recipe> recipe;
 
   // Rethrows an error about an option the recipe or --set gave with where it came from:
   // "[option] --steps 0: expected ... (steps = 0 in small.toml line 9)". Other errors pass.

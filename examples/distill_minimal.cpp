@@ -13,7 +13,7 @@ using namespace cotan;
 int main() {
   std::string text;
   for (int i = 0; i < 40; ++i) text += "a stitch in time saves nine; look before you leap. ";
-  train::WindowLoader loader(train::TokenSequence(train::encode(text)), 32, 4, 0);
+  train::WindowLoader loader(train::TokenSequence(text::encode_bytes(text)), 32, 4, 0);
 
   nn::ModelConfig teacher_config = nn::preset("tiny-student");  // any trained model would do
   nn::CausalLM teacher(teacher_config);

@@ -28,7 +28,7 @@ int main() {
   nn::CausalLM teacher(nn::preset("tiny-student"));
   Generator gen(4);
   auto [teacher_params, teacher_state] = teacher.init(gen);
-  train::WindowLoader loader(train::TokenSequence(train::encode(text)), 32, 4, 0);
+  train::WindowLoader loader(train::TokenSequence(text::encode_bytes(text)), 32, 4, 0);
   {
     train::AdamW opt({}, teacher.param_specs());
     for (int step = 0; step < 40; ++step) {

@@ -1,4 +1,4 @@
-// Training data: a byte-level tokenizer, the train/validation split of a corpus's documents (read
+// Training data: the train/validation split of a corpus's documents (read
 // by text/corpus.hpp), token shards and the window loader.
 //
 //   TokenData data = load_tokens("/usr/share/games/fortunes", 0.05, 0);   // or a shard directory
@@ -36,24 +36,18 @@
 #include <vector>
 
 #include "tensor/tensor.hpp"
+#include "text/byte_tokenizer.hpp"
 #include "text/corpus.hpp"
 #include "util/hash.hpp"
 #include "util/json_fwd.hpp"
 
 namespace cotan::train {
 
-// ---- byte-level tokenizer ----
+// ---- the byte-level tokenizer (text/byte_tokenizer.hpp) ----
 
-inline constexpr int32_t kEndOfDocument = 256;
-inline constexpr int32_t kByteVocab = 257;
-
-// One id per byte (any bytes, UTF-8 or not); no kEndOfDocument is added.
-std::vector<int32_t> encode(std::string_view text);
-// The bytes back; each kEndOfDocument is rendered as `eod` (nothing by default, "\n" or a
-// marker such as "<|eod|>" when showing samples). Ids outside [0, 256] throw.
-std::string decode(std::span<const int32_t> ids, std::string_view eod = "");
-// The documents encoded one after another, each followed by kEndOfDocument.
-std::vector<int32_t> encode_documents(const std::vector<std::string>& documents);
+using text::encode_documents;
+using text::kByteVocab;
+using text::kEndOfDocument;
 
 // ---- corpus reading (text/corpus.hpp) ----
 

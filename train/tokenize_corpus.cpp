@@ -46,7 +46,7 @@ void CorpusTokenizer::encode_document(std::string_view document, bool strict, st
 }
 
 std::string CorpusTokenizer::decode(std::span<const int32_t> ids) const {
-  if (!tokenizer_) return train::decode(ids, "\n");
+  if (!tokenizer_) return text::decode_bytes(ids, "\n");
   return tokenizer_->decode(ids);
 }
 

@@ -17,7 +17,6 @@
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
 #include "train/run_dir.hpp"
-#include "train/teacher_cache.hpp"
 #include "util/append_file.hpp"
 #include "util/atomic_file.hpp"
 #include "util/checksum.hpp"

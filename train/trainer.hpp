@@ -92,15 +92,28 @@ struct TrainConfig {
 // windows are aligned (TrainConfig::aligned_windows),
 // seq_len must be the one the targets were made with, and only the fkl loss is available.
 struct TopkData;
-class TeacherCache;
+
+// The frozen teacher's outputs on batches seen before, kept for runs that see the same batches
+// (study/teacher_cache.hpp keeps them in memory for a study's students). teacher_output looks a
+// batch up by its ids before running the teacher, and offers what it computes.
+class TeacherOutputs {
+ public:
+  virtual ~TeacherOutputs() = default;
+  // The output kept for these ids and kind (the final hidden states with fused heads, else the
+  // logits), or an undefined tensor. `teacher` identifies the teacher asking (its parameters).
+  virtual Tensor find(const void* teacher, const Tensor& ids, bool fused_head) = 0;
+  // Offers `output` for these ids and kind; the implementation may keep it or not.
+  virtual void keep(const void* teacher, const Tensor& ids, bool fused_head, const Tensor& output) = 0;
+};
+
 struct Teacher {
   const nn::LanguageModel* model = nullptr;  // any model with the student's vocabulary
   const nn::Params* params = nullptr;
   const nn::State* state = nullptr;  // run in evaluation mode: never updated
   const TopkData* topk = nullptr;    // offline targets, aligned with the data's train and val splits
-  // The model's outputs on batches seen before (train/teacher_cache.hpp), shared by the runs that
-  // see the same batches; none: every batch runs the model.
-  TeacherCache* cache = nullptr;
+  // The model's outputs on batches seen before, shared by the runs that see the same batches;
+  // none: every batch runs the model.
+  TeacherOutputs* cache = nullptr;
   bool distills() const { return model || topk; }
 };
 

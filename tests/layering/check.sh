@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The layering of the sources, as docs/architecture.md draws it:
-#   util/ <- tensor/ <- autograd/ <- nn/ <- train/ <- app/, and util/ <- text/ <- train/
+#   util/ <- tensor/ <- autograd/ <- nn/ <- eval/, train/ <- study/ <- app/, and util/ <- text/ <- nn/ users
+# (eval/ and train/ sit side by side above nn/: neither includes the other; study/, the paper's
+# comparison, runs on both)
 # with cuda/ beside tensor/ as a backend (it may include util/ and tensor/, never autograd/, nn/
 # or train/). A file may include its own folder and the folders below it. The one exception is
 # the backend registry (tensor/backend.cpp), which knows the CUDA and emulator backends by their
@@ -20,8 +22,10 @@ declare -A below=(
   [cuda]="util tensor cuda"
   [autograd]="util tensor autograd"
   [nn]="util tensor autograd nn"
+  [eval]="util text tensor autograd nn eval"
   [train]="util text tensor autograd nn train"
-  [app]="util text tensor cuda autograd nn train app"
+  [study]="util text tensor autograd nn eval train study"
+  [app]="util text tensor cuda autograd nn eval train study app"
 )
 # file: includes it may have beyond its layer.
 declare -A exceptions=(

@@ -14,12 +14,15 @@
 #include "nn/model_dir.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
-#include "train/evaluate.hpp"
+#include "tests/train/trainer_fixtures.hpp"
+#include "eval/evaluate.hpp"
 #include "train/trainer.hpp"
 #include "util/json.hpp"
 
 using namespace cotan;
 using namespace cotan::train;
+using namespace cotan::eval;
+using testing::corpus;
 namespace fs = std::filesystem;
 
 namespace {
@@ -101,14 +104,7 @@ nn::ModelConfig small_causal(int64_t vocab) {
   return c;
 }
 
-TokenData corpus() {
-  std::vector<std::string> docs;
-  for (int i = 0; i < 40; ++i) docs.push_back("document " + std::to_string(i * 7919 % 1000) + ": the quick brown fox jumps.");
-  DocumentSplit split = split_train_val(docs, 0.1, 1);
-  return {TokenSequence(encode_documents(split.train)), TokenSequence(encode_documents(split.val)), kByteTokenizer};
-}
-
-TrainConfig config(const std::string& dir, int64_t steps, bool keep = false) {
+TrainConfig run_config(const std::string& dir, int64_t steps, bool keep = false) {
   TrainConfig c;
   c.run_dir = (fs::temp_directory_path() / dir).string();
   if (!keep) fs::remove_all(c.run_dir);
@@ -154,19 +150,19 @@ TEST_CASE("a model family of user code trains with fit and resumes bit for bit")
   auto [ps, st] = model.init(gen);
   const TokenData data = corpus();
 
-  const TrainResult whole = fit(model, ps, st, Teacher{}, data, config("any_model_whole", 8));
+  const TrainResult whole = fit(model, ps, st, Teacher{}, data, run_config("any_model_whole", 8));
   REQUIRE(whole.steps.size() == 8);
   CHECK(whole.steps.back().loss < whole.steps.front().loss);
   // The buffers moved (training passes update them) and the checkpoint recorded the family's config.
   CHECK(whole.state.buffers.at("layers.0.mean").item<double>() != 0.0);
-  const Json meta = read_json_file((fs::path(config("any_model_whole", 8, true).run_dir) / "checkpoint" / "trainer.json").string());
+  const Json meta = read_json_file((fs::path(run_config("any_model_whole", 8, true).run_dir) / "checkpoint" / "trainer.json").string());
   CHECK(json_equal(meta.at("model_config"), model.config_json()));
 
-  TrainConfig first = config("any_model_resumed", 8);
+  TrainConfig first = run_config("any_model_resumed", 8);
   first.stop_after = 3;
   const TrainResult part = fit(model, ps, st, Teacher{}, data, first);
   CHECK(part.steps.size() == 3);
-  const TrainResult rest = fit(model, ps, st, Teacher{}, data, config("any_model_resumed", 8, true), true);
+  const TrainResult rest = fit(model, ps, st, Teacher{}, data, run_config("any_model_resumed", 8, true), true);
   CHECK(rest.start_step == 3);
   REQUIRE(rest.steps.size() == 5);
   for (size_t i = 0; i < 5; ++i) CHECK(rest.steps[i].loss == whole.steps[i + 3].loss);
@@ -177,7 +173,7 @@ TEST_CASE("a model family of user code trains with fit and resumes bit for bit")
   const MixerLM wider(kByteVocab, 24, 2, 64);
   Generator gen2(11);
   auto [wps, wst] = wider.init(gen2);
-  CHECK_THROWS_WITH_AS(fit(wider, wps, wst, Teacher{}, data, config("any_model_resumed", 8, true), true),
+  CHECK_THROWS_WITH_AS(fit(wider, wps, wst, Teacher{}, data, run_config("any_model_resumed", 8, true), true),
                        doctest::Contains("hidden_size is 16 in the checkpoint but 24 now"), Error);
 }
 
@@ -191,7 +187,7 @@ TEST_CASE("a user model distills from a CausalLM, and teaches one") {
   auto [mps, mst] = mixer.init(gen);
 
   for (bool fused : {true, false}) {
-    TrainConfig c = config(fused ? "any_model_student" : "any_model_student_unfused", 6);
+    TrainConfig c = run_config(fused ? "any_model_student" : "any_model_student_unfused", 6);
     c.fused_head = fused;
     const TrainResult r = fit(mixer, mps, mst, Teacher{&causal, &cps, &cst}, data, c);
     REQUIRE(r.steps.size() == 6);
@@ -204,12 +200,12 @@ TEST_CASE("a user model distills from a CausalLM, and teaches one") {
     CHECK(r.evals.back().kd);
   }
   // The fused head loss and the whole logits give the same losses, to f32 rounding.
-  const TrainResult a = read_metrics(config("any_model_student", 6, true).run_dir);
-  const TrainResult b = read_metrics(config("any_model_student_unfused", 6, true).run_dir);
+  const TrainResult a = read_metrics(run_config("any_model_student", 6, true).run_dir);
+  const TrainResult b = read_metrics(run_config("any_model_student_unfused", 6, true).run_dir);
   for (size_t i = 0; i < a.steps.size(); ++i) CHECK(a.steps[i].loss == doctest::Approx(b.steps[i].loss).epsilon(1e-4));
 
   // The other way round: the user model is the frozen teacher.
-  const TrainResult r = fit(causal, cps, cst, Teacher{&mixer, &mps, &mst}, data, config("any_model_teacher", 4));
+  const TrainResult r = fit(causal, cps, cst, Teacher{&mixer, &mps, &mst}, data, run_config("any_model_teacher", 4));
   REQUIRE(r.steps.size() == 4);
   CHECK(r.steps.front().kd);
   CHECK(std::isfinite(r.steps.back().loss));
@@ -218,7 +214,7 @@ TEST_CASE("a user model distills from a CausalLM, and teaches one") {
   const MixerLM wide(kByteVocab + 3, 16, 2, 64);
   Generator gen3(1);
   auto [wps, wst] = wide.init(gen3);
-  const TrainConfig refused = config("any_model_refused", 4);
+  const TrainConfig refused = run_config("any_model_refused", 4);
   CHECK_THROWS_WITH_AS(fit(causal, cps, cst, Teacher{&wide, &wps, &wst}, data, refused),
                        doctest::Contains("teacher vocabulary 260 differs from the student's 257"), Error);
   CHECK(!fs::exists(refused.run_dir));
@@ -305,13 +301,13 @@ TEST_CASE("generation and evaluation of a model without a KV cache recompute the
   CHECK(g.tokens[0] == expected);
 
   // Multiple choice: each continuation's summed log-likelihood, against the logits read here.
-  const Encode bytes = [](std::string_view s) { return train::encode(s); };
+  const Encode bytes = [](std::string_view s) { return text::encode_bytes(s); };
   const std::vector<McRequest> requests{{"the cat", " sat"}, {"the cat", " ran off"}};
   const std::vector<double> ll = choice_logliks(model, ps, st, requests, bytes, {.prefix_id = 0});
   REQUIRE(ll.size() == 2);
   for (size_t r = 0; r < 2; ++r) {
-    std::vector<int32_t> all = train::encode(requests[r].context);
-    const std::vector<int32_t> cont = train::encode(requests[r].continuation);
+    std::vector<int32_t> all = text::encode_bytes(requests[r].context);
+    const std::vector<int32_t> cont = text::encode_bytes(requests[r].continuation);
     const size_t context = all.size();
     all.insert(all.end(), cont.begin(), cont.end());
     const int64_t t = int64_t(all.size()) - 1;
@@ -326,7 +322,7 @@ TEST_CASE("generation and evaluation of a model without a KV cache recompute the
   }
 
   // Perplexity over one window: every token but the first, given those before it.
-  const std::vector<int32_t> text = train::encode("a short text to score");
+  const std::vector<int32_t> text = text::encode_bytes("a short text to score");
   const PerplexityResult p = perplexity(model, ps, st, text, int64_t(text.size()), {.window = 32, .stride = 16});
   const int64_t t = int64_t(text.size()) - 1;
   const std::vector<float> logits =

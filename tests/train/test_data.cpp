@@ -33,7 +33,7 @@ std::vector<std::string> documents_of(const TokenSequence& tokens) {
   std::vector<int32_t> current;
   for (int32_t id : tokens.to_vector()) {
     if (id == kEndOfDocument) {
-      docs.push_back(decode(current));
+      docs.push_back(text::decode_bytes(current));
       current.clear();
     } else {
       current.push_back(id);
@@ -64,24 +64,24 @@ std::vector<std::vector<int64_t>> take(WindowLoader& loader, int n) {
 TEST_CASE("encode and decode round-trip every byte") {
   std::string text = "plain ASCII, caf\xc3\xa9, \xe2\x82\xac, raw \xff\xfe";
   text += std::string(1, '\0') + "after NUL";
-  const std::vector<int32_t> ids = encode(text);
+  const std::vector<int32_t> ids = text::encode_bytes(text);
   CHECK(ids.size() == text.size());
   CHECK(ids[text.find('\xc3')] == 0xc3);
-  CHECK(decode(ids) == text);
+  CHECK(text::decode_bytes(ids) == text);
 
   std::string all_bytes;
   for (int b = 0; b < 256; ++b) all_bytes += char(b);
-  CHECK(decode(encode(all_bytes)) == all_bytes);
+  CHECK(text::decode_bytes(text::encode_bytes(all_bytes)) == all_bytes);
 
   const std::vector<int32_t> docs = encode_documents({"ab", "c"});
   CHECK(docs == std::vector<int32_t>{'a', 'b', kEndOfDocument, 'c', kEndOfDocument});
-  CHECK(decode(docs) == "abc");
-  CHECK(decode(docs, "<|eod|>") == "ab<|eod|>c<|eod|>");
+  CHECK(text::decode_bytes(docs) == "abc");
+  CHECK(text::decode_bytes(docs, "<|eod|>") == "ab<|eod|>c<|eod|>");
   CHECK(kByteVocab == 257);
 
-  CHECK(error_of([] { decode(std::vector<int32_t>{97, 257}); }) ==
+  CHECK(error_of([] { text::decode_bytes(std::vector<int32_t>{97, 257}); }) ==
         "[data] token id 257 is outside the byte vocabulary [0, 256]");
-  CHECK(error_of([] { decode(std::vector<int32_t>{-1}); }) ==
+  CHECK(error_of([] { text::decode_bytes(std::vector<int32_t>{-1}); }) ==
         "[data] token id -1 is outside the byte vocabulary [0, 256]");
 }
 
