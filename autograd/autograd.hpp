@@ -18,6 +18,8 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -96,6 +98,33 @@ using Function = std::function<Tensor(const std::vector<Tensor>&)>;
 // Runs f on tracked copies of `inputs`; f must return a single-element floating tensor.
 // Returns f's value (detached) and one gradient per input, with the input's shape and dtype.
 std::pair<Tensor, std::vector<Tensor>> value_and_grad(const Function& f, const std::vector<Tensor>& inputs);
+
+// value_and_grad for an f that returns its value together with an auxiliary result, as a pair
+// or tuple (value, aux): the model's new State, the parts of a loss (JAX's has_aux). Returns
+// (value, aux, gradients): the value and gradients as value_and_grad returns them, aux as f
+// computed it, not detached (Aux is any movable type; only the value is differentiated). A
+// tracked tensor in aux keeps its part of the tape, and the values that part saved, alive for as
+// long as it is held: detach what outlives the step.
+//   auto [loss, x_mean, grads] = value_and_grad_aux([](const std::vector<Tensor>& in) {
+//     return std::pair{sum(square(in[0])), mean(in[0]).detach()};
+//   }, {x});
+template <class F>
+  requires std::is_invocable_v<F&, const std::vector<Tensor>&>
+auto value_and_grad_aux(F&& f, const std::vector<Tensor>& inputs) {
+  using Result = std::invoke_result_t<F&, const std::vector<Tensor>&>;
+  static_assert(std::tuple_size_v<Result> == 2, "f must return a pair (value, aux)");
+  using Aux = std::remove_cvref_t<std::tuple_element_t<1, Result>>;
+  std::optional<Aux> aux;  // set by the one call of f
+  auto [value, grads] = value_and_grad(
+      [&](const std::vector<Tensor>& in) {
+        Result result = f(in);
+        aux.emplace(std::get<1>(std::move(result)));
+        return Tensor(std::get<0>(std::move(result)));
+      },
+      inputs);
+  return std::tuple<Tensor, Aux, std::vector<Tensor>>(std::move(value), std::move(*aux), std::move(grads));
+}
+
 // The vector-Jacobian product of f at `inputs` with `cotangent` (f's output shape).
 std::pair<Tensor, std::vector<Tensor>> vjp(const Function& f, const std::vector<Tensor>& inputs,
                                            const Tensor& cotangent);

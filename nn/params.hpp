@@ -7,8 +7,12 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tensor/random.hpp"
@@ -78,5 +82,29 @@ Params adjoin(Params ps, const std::vector<std::vector<std::string>>& groups);
 
 // Tracks every parameter and returns f's value and its gradient per parameter (same names).
 std::pair<Tensor, Params> value_and_grad(const std::function<Tensor(const Params&)>& f, const Params& ps);
+
+// value_and_grad for an f that returns (value, aux), a pair or tuple: the objective's loss with
+// its new State and loss parts, returned without a variable captured to carry them out. Returns
+// (value, aux, gradients); aux is as f computed it (cotan::value_and_grad_aux, autograd.hpp).
+//   auto [loss, st2, grads] = nn::value_and_grad_aux([&](const nn::Params& p) {
+//     auto [logits, next] = model.apply(ids, p, st);
+//     return std::pair{train::cross_entropy(std::move(logits), targets), next};
+//   }, ps);
+template <class F>
+  requires std::is_invocable_v<F&, const Params&>
+auto value_and_grad_aux(F&& f, const Params& ps) {
+  using Result = std::invoke_result_t<F&, const Params&>;
+  static_assert(std::tuple_size_v<Result> == 2, "f must return a pair (value, aux)");
+  using Aux = std::remove_cvref_t<std::tuple_element_t<1, Result>>;
+  std::optional<Aux> aux;  // set by the one call of f
+  auto [value, grads] = value_and_grad(
+      [&](const Params& p) {
+        Result result = f(p);
+        aux.emplace(std::get<1>(std::move(result)));
+        return Tensor(std::get<0>(std::move(result)));
+      },
+      ps);
+  return std::tuple<Tensor, Aux, Params>(std::move(value), std::move(*aux), std::move(grads));
+}
 
 }  // namespace cotan::nn

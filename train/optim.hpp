@@ -4,18 +4,28 @@
 //   double g = clip_grad_norm(grads, 1.0);        // the norm before clipping (docs/losses.md)
 //   opt.step(ps, grads, lr_at(schedule, step));
 //
-// Updates are functional, like the rest of the model API: step() replaces each handle in `ps`
-// with the new parameter, and a view or a copy of the old Params held elsewhere keeps its values.
-// Only a tensor that nothing else holds (no other handle, no view of its storage) has its memory
-// reused for the new values, as have the moments when no state_tensors() copy is alive.
-// clip_grad_norm and accumulate replace gradient handles the same way. Everything here runs
-// under NoGrad on whatever device the tensors live on (the update is one fused pass over all
-// parameters of a device, the rest ordinary ops), and its results do not depend on the number
-// of threads.
+// The optimizer is also plain data and one function, as in Optimisers.jl (setup, then
+// update(state, model, grads) -> (state', model')); AdamW above is a thin wrapper over them:
+//
+//   AdamWState st = init(config, ps);             // zero moments shaped like ps
+//   std::tie(st, ps) = update(config, specs, std::move(st), std::move(ps), grads, lr);
+//
+// update touches only the parameters st holds moments for, so a state made from a subset of the
+// parameters (one device's shard, ZeRO-1) updates that subset and passes the rest through.
+//
+// Updates are functional, like the rest of the model API: step() and update() replace each
+// handle in `ps` with the new parameter, and a view or a copy of the old Params held elsewhere
+// keeps its values. Only a tensor that nothing else holds (no other handle, no view of its
+// storage) has its memory reused for the new values, as have the moments when no copy of them
+// (state_tensors(), a kept AdamWState) is alive. clip_grad_norm and accumulate replace gradient
+// handles the same way. Everything here runs under NoGrad on whatever device the tensors live on
+// (the update is one fused pass over all parameters of a device, the rest ordinary ops), and its
+// results do not depend on the number of threads.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/params.hpp"
@@ -33,20 +43,55 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
 };
 
-// Per parameter p with gradient g, at step t = steps() + 1 (PyTorch's AdamW):
+// Throws on values outside the ranges above: "[adamw] beta1 1 is outside [0, 1)".
+void validate(const AdamWConfig& config);
+
+// Per parameter p with gradient g, at step t = state.step + 1 (PyTorch's AdamW):
 //   p <- p - lr * wd * p                      decoupled weight decay, only where spec.decay
 //   m <- beta1 m + (1 - beta1) g,   v <- beta2 v + (1 - beta2) g^2
 //   p <- p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 // The moments m and v are kept in f32, or in f64 for f64 parameters; bf16 parameters are
-// updated in f32 and rounded back. They start at zero and are created at the first step.
+// updated in f32 and rounded back.
+//
+// The state: m and v by parameter name (Params-shaped) and the number of updates done. It holds
+// moments for the parameters it updates, all of them or a shard.
+struct AdamWState {
+  nn::Params exp_avg, exp_avg_sq;  // m and v
+  int64_t step = 0;
+};
+
+// Zero moments for every tensor of ps, on its device, in f32 (f64 for f64 parameters), step 0.
+AdamWState init(const AdamWConfig& config, const nn::Params& ps);
+
+// One AdamW step of the parameters `state` holds moments for, in the order of `specs` (which
+// gives their shapes and decay flags; each must be declared there). Returns the new state and
+// ps with those parameters replaced; other names in ps and in grads pass through or are ignored.
+// grads needs a gradient of the parameter's shape for each updated name; lr must be finite and
+// >= 0. Each gradient is used times grad_scale (finite, > 0): clipping folded into the update,
+// the same values as clip_grad_norm's scaled gradients without writing them. Moments of another
+// dtype or device (loaded ones) take the parameter's working dtype and device. A parameter or
+// moment that nothing but the arguments holds (moved in) has its memory reused for the result;
+// any other is left as it was. Errors name the parameter: "[adamw] no gradient for 'w'".
+std::pair<AdamWState, nn::Params> update(const AdamWConfig& config, const std::vector<nn::ParamSpec>& specs,
+                                         AdamWState state, nn::Params ps, const nn::Params& grads, double lr,
+                                         double grad_scale = 1.0);
+
+// "exp_avg.<param>" and "exp_avg_sq.<param>" for every moment of the state: with state.step,
+// what a checkpoint saves.
+nn::Params state_tensors(const AdamWState& state);
+// The state of the parameters `specs` declares from state_tensors() and the step count: both
+// moments of each with the parameter's shape, and no other name. Errors name the tensor.
+AdamWState load_state(const std::vector<nn::ParamSpec>& specs, const nn::Params& tensors, int64_t step);
+
+// The optimizer of a model's declared parameters, over an AdamWState that it creates at the
+// first step.
 class AdamW {
  public:
   AdamW(const AdamWConfig& config, std::vector<nn::ParamSpec> specs);
 
-  // Updates every declared parameter. `grads` must hold a gradient of the parameter's shape for
-  // each of them (other names in `grads` are ignored); lr must be finite and >= 0. Each gradient
-  // is used times grad_scale (finite, > 0): clipping folded into the update, the same values as
-  // clip_grad_norm's scaled gradients without writing them.
+  // Updates every declared parameter (update() above). `grads` must hold a gradient of the
+  // parameter's shape for each of them (other names in `grads` are ignored). A step that throws
+  // leaves ps and the state as they were.
   void step(nn::Params& ps, const nn::Params& grads, double lr, double grad_scale = 1.0);
 
   // "exp_avg.<param>" and "exp_avg_sq.<param>" for every declared parameter; empty before the
@@ -55,7 +100,9 @@ class AdamW {
   // Restores state_tensors() and steps(). Every moment of every declared parameter must be
   // present with the parameter's shape, and no other name; step 0 with an empty map resets.
   void load_state(const nn::Params& state, int64_t step);
-  int64_t steps() const { return steps_; }
+  int64_t steps() const { return state_.step; }
+  // No moments before the first step.
+  const AdamWState& state() const { return state_; }
 
   const AdamWConfig& config() const { return config_; }
   const std::vector<nn::ParamSpec>& specs() const { return specs_; }
@@ -63,14 +110,13 @@ class AdamW {
  private:
   AdamWConfig config_;
   std::vector<nn::ParamSpec> specs_;
-  nn::Params exp_avg_, exp_avg_sq_;  // by parameter name
-  int64_t steps_ = 0;
+  AdamWState state_;
 };
 
 // One tensor's AdamW update in one pass: new (p, m, v) from p, g, m, v, which must be contiguous,
 // of one shape, all f32 or all f64, on one device (the backend's fused kernel,
 // Backend::adamw_update). adamw_update_composed is the same math from elementwise ops, the
-// oracle of the tests. AdamW::step uses the fused one.
+// oracle of the tests. update() uses the fused one.
 AdamWTensors adamw_update(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                           const AdamWScalars<double>& s);
 AdamWTensors adamw_update_composed(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <tbb/global_control.h>
@@ -40,6 +43,41 @@ TEST_CASE("value_and_grad of a product with fan-out") {
   check_close(grads[0], {2.5, 0, 5});
   check_close(grads[1], {1, -2, 3});
   CHECK_FALSE(value.tracked());
+}
+
+TEST_CASE("value_and_grad_aux: the value, the gradients and the auxiliary result as f returned it") {
+  // f(x, y) = sum(exp(x) * y) -> df/dx = exp(x) * y, df/dy = exp(x); aux = (x * 2, the count).
+  struct Aux {  // no default constructor: aux is built by f alone
+    Tensor doubled;
+    int count;
+    explicit Aux(Tensor d, int c) : doubled(std::move(d)), count(c) {}
+  };
+  Tensor x = from_vector(std::vector<double>{0.0, 1.0, -2.0}, {3});
+  Tensor y = from_vector(std::vector<double>{3.0, -1.0, 0.5}, {3});
+  auto [value, aux, grads] = value_and_grad_aux(
+      [](const std::vector<Tensor>& in) {
+        return std::pair{sum(exp(in[0]) * in[1]), Aux(in[0] * 2.0, int(in.size()))};
+      },
+      {x, y});
+  static_assert(std::is_same_v<decltype(aux), Aux>);
+  const double e1 = std::exp(1.0), em2 = std::exp(-2.0);
+  CHECK(value.item<double>() == doctest::Approx(3.0 - e1 + 0.5 * em2).epsilon(1e-15));
+  CHECK_FALSE(value.tracked());
+  REQUIRE(grads.size() == 2);
+  check_close(grads[0], {3.0, -e1, 0.5 * em2}, 1e-15);
+  check_close(grads[1], {1.0, e1, em2}, 1e-15);
+  CHECK(aux.count == 2);
+  check_close(aux.doubled, {0.0, 2.0, -4.0});
+  CHECK(aux.doubled.tracked());  // as computed: not detached
+
+  // A tuple works as the pair does; f's errors are value_and_grad's.
+  auto [v2, n, g2] = value_and_grad_aux(
+      [](const std::vector<Tensor>& in) { return std::tuple{sum(in[0] * in[0]), std::string("aux")}; }, {y});
+  CHECK(v2.item<double>() == doctest::Approx(9.0 + 1.0 + 0.25));
+  CHECK(n == "aux");
+  check_close(g2[0], {6.0, -2.0, 1.0});
+  CHECK_THROWS_WITH_AS(value_and_grad_aux([](const std::vector<Tensor>& in) { return std::pair{in[0] * 2.0, 1}; }, {x}),
+                       "[value_and_grad] f must return a single value, got shape [3]", Error);
 }
 
 TEST_CASE("broadcasting is undone in the pullback") {

@@ -1,11 +1,16 @@
 // Layers and whole models: the table of attention kinds, parameter counts, RoPE and RMSNorm
 // semantics, phi, the gate and the alpha_ma rule, causality, checkpointing (of a whole model and
-// of one attention layer) and end-to-end gradient checks for every attention kind.
+// of one attention layer), value_and_grad_aux with a model's State, and end-to-end gradient checks
+// for every attention kind.
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "autograd/autograd.hpp"
 #include "autograd/gradcheck.hpp"
@@ -387,6 +392,54 @@ TEST_CASE("checkpointed layers give the same loss, gradients and a single alpha_
   }
   for (const auto& [name, t] : after_plain.buffers)
     CHECK(t.to_vector<double>() == after_ck.buffers.at(name).to_vector<double>());
+}
+
+TEST_CASE("nn::value_and_grad_aux: the gradients of a known function and its auxiliary result") {
+  // f(w, b) = sum(w * w) * b -> df/dw = 2 w b, df/db = sum(w^2); aux = the names f saw.
+  const Params ps = {{"w", from_vector(std::vector<double>{1.0, -2.0}, {2})},
+                     {"b", from_vector(std::vector<double>{3.0}, {1})}};
+  auto [value, names, grads] = value_and_grad_aux([](const Params& p) {
+    std::vector<std::string> seen;
+    for (const auto& [name, t] : p) seen.push_back(name);
+    return std::pair{sum(sum(p.at("w") * p.at("w")) * p.at("b")), seen};
+  }, ps);
+  CHECK(value.item<double>() == 15.0);
+  CHECK(names == std::vector<std::string>{"b", "w"});
+  CHECK(grads.at("w").to_vector<double>() == std::vector<double>{6.0, -12.0});
+  CHECK(grads.at("b").to_vector<double>() == std::vector<double>{5.0});
+}
+
+TEST_CASE("nn::value_and_grad_aux: a model's loss with its new State, as value_and_grad and a captured State give") {
+  ModelConfig c = micro(AttentionKind::affine);
+  CausalLM model(c);
+  Generator gen(13);
+  auto [ps, st] = model.init(gen, DType::f64);
+  st.training = true;
+  Tensor ids = random_ids({2, 6}, 11, 8), targets = random_ids({2, 6}, 11, 9);
+  State captured;
+  auto [l1, g1] = value_and_grad([&](const Params& p) {
+    auto [logits, s] = model.apply(ids, p, st);
+    captured = s;
+    return cross_entropy(logits, targets);
+  }, ps);
+  auto [l2, next, g2] = value_and_grad_aux([&](const Params& p) {
+    auto [logits, s] = model.apply(ids, p, st);
+    return std::pair{cross_entropy(logits, targets), s};
+  }, ps);
+  static_assert(std::is_same_v<decltype(next), State>);
+  CHECK(l1.item<double>() == l2.item<double>());
+  REQUIRE(g1.size() == g2.size());
+  for (const auto& [name, g] : g1) {
+    CAPTURE(name);
+    CHECK(same_values(g, g2.at(name)));
+  }
+  CHECK(next.training);
+  REQUIRE(next.buffers.size() == captured.buffers.size());
+  for (const auto& [name, t] : captured.buffers) {
+    CAPTURE(name);
+    CHECK(same_values(t, next.buffers.at(name)));
+    CHECK(!same_values(t, st.buffers.at(name)));  // the training pass moved alpha_ma
+  }
 }
 
 TEST_CASE("end-to-end gradient check of a tiny CausalLM for every kind (loss to every parameter)") {

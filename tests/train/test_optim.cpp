@@ -1,5 +1,6 @@
-// AdamW against a scalar reference, optimizer state round trips, gradient norms, clipping,
-// accumulation and the warmup-stable-decay schedule.
+// AdamW against a scalar reference, the functional update (init, update, the checkpoint tensors)
+// against AdamW::step and on a subset of the parameters, optimizer state round trips, gradient
+// norms, clipping, accumulation and the warmup-stable-decay schedule.
 #include "train/optim.hpp"
 
 #include <doctest/doctest.h>
@@ -7,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <numbers>
+#include <tuple>
 
 #include "tensor/op_table.hpp"
 #include "tensor/ops.hpp"
@@ -206,6 +208,152 @@ TEST_CASE("adamw: errors") {
   opt.load_state({}, 0);
   CHECK(opt.steps() == 0);
   CHECK(opt.state_tensors().empty());
+}
+
+namespace {
+
+// Whether a and b hold the same names with the same dtypes and bits.
+bool same_bits(const nn::Params& a, const nn::Params& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a) {
+    auto it = b.find(name);
+    if (it == b.end() || it->second.dtype() != t.dtype() || it->second.shape() != t.shape()) return false;
+    if (cast(t, DType::f64).to_vector<double>() != cast(it->second, DType::f64).to_vector<double>()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("update: the functional form equals AdamW::step bit for bit, moments included") {
+  const auto ss = specs();
+  for (DType dtype : {DType::f32, DType::f64, DType::bf16}) {
+    CAPTURE(dtype);
+    AdamWConfig config;
+    config.weight_decay = 0.5;
+    AdamW opt(config, ss);
+    nn::Params a = make_params(ss, dtype, start_values_at, 0), b = make_params(ss, dtype, start_values_at, 0);
+    AdamWState state = init(config, b);
+    CHECK(state.step == 0);
+    CHECK(state.exp_avg.at("layer.weight").dtype() == (dtype == DType::f64 ? DType::f64 : DType::f32));
+    CHECK(max(abs(state.exp_avg_sq.at("norm.weight"))).item<double>() == 0.0);
+    for (int t = 0; t < 5; ++t) {
+      const nn::Params grads = make_params(ss, dtype, grad_values, t);
+      const double scale = t % 2 ? 0.37 : 1.0;
+      opt.step(a, grads, lrs[t], scale);
+      std::tie(state, b) = update(config, ss, std::move(state), std::move(b), grads, lrs[t], scale);
+      CHECK(same_bits(a, b));
+      CHECK(state.step == opt.steps());
+      CHECK(same_bits(state_tensors(state), opt.state_tensors()));
+    }
+  }
+}
+
+TEST_CASE("update: a state of some parameters updates those alone, as the full update does") {
+  // The shard holds one of the two parameters and gets only its gradient; the other parameter
+  // passes through untouched.
+  const auto ss = specs();
+  AdamWConfig config;
+  nn::Params full = make_params(ss, DType::f32, start_values_at, 0), part = full;
+  AdamWState full_state = init(config, full);
+  AdamWState part_state = init(config, {{"norm.weight", part.at("norm.weight")}});
+  const Tensor other = part.at("layer.weight");
+  for (int t = 0; t < 4; ++t) {
+    const nn::Params grads = make_params(ss, DType::f32, grad_values, t);
+    std::tie(full_state, full) = update(config, ss, std::move(full_state), std::move(full), grads, lrs[t]);
+    std::tie(part_state, part) =
+        update(config, ss, std::move(part_state), std::move(part), {{"norm.weight", grads.at("norm.weight")}}, lrs[t]);
+  }
+  CHECK(part_state.step == 4);
+  CHECK(part_state.exp_avg.size() == 1);
+  CHECK(part_state.exp_avg_sq.size() == 1);
+  CHECK(same_bits({{"w", part.at("norm.weight")}}, {{"w", full.at("norm.weight")}}));
+  CHECK(same_bits({{"m", part_state.exp_avg.at("norm.weight")}}, {{"m", full_state.exp_avg.at("norm.weight")}}));
+  CHECK(same_bits({{"v", part_state.exp_avg_sq.at("norm.weight")}},
+                  {{"v", full_state.exp_avg_sq.at("norm.weight")}}));
+  CHECK(part.at("layer.weight").same_storage(other));
+  CHECK(part.at("layer.weight").to_vector<double>() == start_values(ss[0]));
+}
+
+TEST_CASE("update: the state round trips through the checkpoint tensors and resumes bit for bit") {
+  const auto ss = specs();
+  AdamWConfig config;
+  nn::Params a = make_params(ss, DType::f32, start_values_at, 0);
+  AdamWState state = init(config, a);
+  for (int t = 0; t < 3; ++t)
+    std::tie(state, a) = update(config, ss, std::move(state), std::move(a), make_params(ss, DType::f32, grad_values, t), lrs[t]);
+  const nn::Params saved = state_tensors(state);
+  CHECK(saved.size() == 4);
+  CHECK(saved.count("exp_avg.layer.weight") == 1);
+  CHECK(saved.count("exp_avg_sq.norm.weight") == 1);
+  AdamWState loaded = load_state(ss, saved, state.step);
+  CHECK(loaded.step == 3);
+  CHECK(same_bits(loaded.exp_avg, state.exp_avg));
+  CHECK(same_bits(loaded.exp_avg_sq, state.exp_avg_sq));
+  // The checkpoint of a shard: its parameters' moments alone.
+  const std::vector<nn::ParamSpec> shard = {ss[1]};
+  AdamWState part = load_state(shard, {{"exp_avg.norm.weight", saved.at("exp_avg.norm.weight")},
+                                       {"exp_avg_sq.norm.weight", saved.at("exp_avg_sq.norm.weight")}}, 3);
+  CHECK(part.exp_avg.size() == 1);
+  CHECK(error_of([&] { load_state(shard, saved, 3); }) == "[adamw] unexpected optimizer state tensor 'exp_avg.layer.weight'");
+
+  nn::Params b = a;
+  for (int t = 3; t < 5; ++t) {
+    const nn::Params grads = make_params(ss, DType::f32, grad_values, t);
+    std::tie(state, a) = update(config, ss, std::move(state), std::move(a), grads, lrs[t]);
+    std::tie(loaded, b) = update(config, ss, std::move(loaded), std::move(b), grads, lrs[t]);
+  }
+  CHECK(same_bits(a, b));
+}
+
+TEST_CASE("update: a state or parameters held elsewhere keep their values") {
+  const auto ss = specs();
+  AdamWConfig config;
+  const nn::Params ps = make_params(ss, DType::f32, start_values_at, 0);
+  const AdamWState state = init(config, ps);
+  auto [next, updated] = update(config, ss, state, ps, make_params(ss, DType::f32, grad_values, 0), 1e-2);
+  CHECK(next.step == 1);
+  CHECK(state.step == 0);
+  CHECK(max(abs(state.exp_avg.at("layer.weight"))).item<double>() == 0.0);
+  CHECK(max(abs(next.exp_avg.at("layer.weight"))).item<double>() > 0.0);
+  CHECK(ps.at("layer.weight").to_vector<double>() == start_values(ss[0]));
+  CHECK(!updated.at("layer.weight").same_storage(ps.at("layer.weight")));
+}
+
+TEST_CASE("update: errors name the parameter") {
+  const auto ss = specs();
+  AdamWConfig config;
+  const nn::Params ps = make_params(ss, DType::f32, start_values_at, 0);
+  const nn::Params grads = make_params(ss, DType::f32, grad_values, 0);
+  const AdamWState state = init(config, ps);
+  nn::Params missing = grads;
+  missing.erase("norm.weight");
+  CHECK(error_of([&] { update(config, ss, state, ps, missing, 0.1); }) == "[adamw] no gradient for 'norm.weight'");
+  nn::Params wrong = grads;
+  wrong["norm.weight"] = zeros({4});
+  CHECK(error_of([&] { update(config, ss, state, ps, wrong, 0.1); }) ==
+        "[adamw] gradient of 'norm.weight' has shape [4], the parameter [3]");
+  nn::Params no_param = ps;
+  no_param.erase("layer.weight");
+  CHECK(error_of([&] { update(config, ss, state, no_param, grads, 0.1); }) == "[adamw] missing parameter 'layer.weight'");
+  AdamWState odd = state;
+  odd.exp_avg["other"] = zeros({1});
+  CHECK(error_of([&] { update(config, ss, odd, ps, grads, 0.1); }) ==
+        "[adamw] optimizer state tensor 'exp_avg.other' is not of a declared parameter");
+  AdamWState half = state;
+  half.exp_avg_sq.erase("norm.weight");
+  CHECK(error_of([&] { update(config, ss, half, ps, grads, 0.1); }) ==
+        "[adamw] optimizer state has no tensor 'exp_avg_sq.norm.weight'");
+  AdamWState misshapen = state;
+  misshapen.exp_avg["layer.weight"] = zeros({3, 2});
+  CHECK(error_of([&] { update(config, ss, misshapen, ps, grads, 0.1); }) ==
+        "[adamw] optimizer state 'exp_avg.layer.weight' has shape [3, 2] but the parameter has [2, 3]");
+  CHECK(error_of([&] { update(AdamWConfig{0.9, 1.5, 1e-8, 0.1}, ss, state, ps, grads, 0.1); }) ==
+        "[adamw] beta2 1.5 is outside [0, 1)");
+  CHECK(error_of([&] { update(config, ss, state, ps, grads, 0.1, -2.0); }) ==
+        "[adamw] gradient scale -2 must be finite and positive");
+  CHECK(error_of([&] { init(config, {{"ids", zeros({2}, DType::i64)}}); }) ==
+        "[adamw] parameter 'ids' must be floating, got i64");
 }
 
 TEST_CASE("adamw_update: the fused pass equals the composed update") {
