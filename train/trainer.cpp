@@ -730,9 +730,9 @@ TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State s
         config.steps_after > 0 ? "  all ETA " + format_duration(eta + elapsed / double(done) * double(config.steps_after)) : "";
     if (bar) {
       char detail[160];
-      std::snprintf(detail, sizeof detail, "step %lld/%lld  loss %.4f  %.0f tok/s%s", (long long)(step + 1),
-                    (long long)config.steps, rec.loss, mean_tokens_per_s, job_eta.c_str());
-      bar->update(uint64_t(step + 1 - start), detail);
+      std::snprintf(detail, sizeof detail, "step %lld/%lld  loss %.4f  %.0f tok/s", (long long)(step + 1),
+                    (long long)config.steps, rec.loss, mean_tokens_per_s);
+      bar->update(uint64_t(step + 1 - start), detail, job_eta.empty() ? std::string_view() : std::string_view(job_eta).substr(2));
       if (step + 1 == end) bar->finish(cat("step ", step + 1, "/", config.steps, ", loss ", rec.loss));
     } else if (config.log_every > 0 && ((step + 1) % config.log_every == 0 || last)) {
       std::fprintf(stderr, "%sstep %lld/%lld  loss %.4f  grad_norm %.3f  lr %.2e  %.0f tok/s  ETA %s%s\n", label.c_str(),

@@ -25,21 +25,22 @@ double Progress::elapsed_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-void Progress::update(uint64_t done, std::string_view detail) {
+void Progress::update(uint64_t done, std::string_view detail, std::string_view after) {
   const auto now = std::chrono::steady_clock::now();
   // The bar is drawn at the first update, then at most every every_s_.
   if ((drawn_ || !bar_) && std::chrono::duration<double>(now - last_).count() < every_s_) return;
   last_ = now;
-  draw(done, detail);
+  draw(done, detail, after);
 }
 
-void Progress::draw(uint64_t done, std::string_view detail) {
+void Progress::draw(uint64_t done, std::string_view detail, std::string_view after) {
   const double fraction = total_ > 0 ? std::min(1.0, double(done) / double(total_)) : 1.0;
   const double elapsed = elapsed_s();
   const std::string eta = fraction > 0 ? format_duration(elapsed / fraction * (1 - fraction)) : "?";
   char percent[16];
   std::snprintf(percent, sizeof percent, "%5.1f%%", 100 * fraction);
-  const std::string rest = std::string(percent) + (detail.empty() ? "" : "  " + std::string(detail)) + "  ETA " + eta;
+  const std::string rest = std::string(percent) + (detail.empty() ? "" : "  " + std::string(detail)) + "  ETA " + eta +
+                           (after.empty() ? "" : "  " + std::string(after));
   if (bar_) {
     constexpr int kWidth = 30;
     const int filled = int(kWidth * fraction);

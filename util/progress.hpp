@@ -19,14 +19,15 @@ std::string format_duration(double seconds);
 class Progress {
  public:
   Progress(std::string label, uint64_t total, bool bar, std::ostream& out, double log_every_s = 10);
-  // `done` of `total`, with the ETA at the pace so far; `detail` follows the percentage.
-  void update(uint64_t done, std::string_view detail = {});
+  // `done` of `total`, with the ETA at the pace so far; `detail` follows the percentage and
+  // `after` the ETA (a whole job's ETA after one part's).
+  void update(uint64_t done, std::string_view detail = {}, std::string_view after = {});
   // Ends the bar's line (a terminal) and writes "label: summary (elapsed m:ss)".
   void finish(std::string_view summary);
   double elapsed_s() const;
 
  private:
-  void draw(uint64_t done, std::string_view detail);
+  void draw(uint64_t done, std::string_view detail, std::string_view after);
 
   std::string label_;
   uint64_t total_;

@@ -25,7 +25,11 @@ for program in "$work"/readme*.cpp "$work/example.cpp"; do
   name=$(basename "$program" .cpp)
   # shellcheck disable=SC2086
   c++ -O1 "$program" $flags -o "$work/$name" || { echo "FAIL $name: does not compile out of the tree"; exit 1; }
-  (cd "$work" && "./$name" > "$work/$name.out" 2>&1) || { echo "FAIL $name: exit status $?"; cat "$work/$name.out"; exit 1; }
+  # The example distills from the tiny HF Llama of the fixtures, with its tokenizer.json.
+  args=""
+  [ "$name" = example ] && args="$src/tests/hf/fixtures/llama_with_tokenizer"
+  # shellcheck disable=SC2086
+  (cd "$work" && "./$name" $args > "$work/$name.out" 2>&1) || { echo "FAIL $name: exit status $?"; cat "$work/$name.out"; exit 1; }
   echo "ok $name: $(head -n 1 "$work/$name.out")"
   count=$((count + 1))
 done
