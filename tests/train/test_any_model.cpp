@@ -93,31 +93,12 @@ void register_family() {
   if (!nn::has_model_family(kFamily)) nn::register_model_family(kFamily, MixerLM::from_json);
 }
 
-nn::ModelConfig small_causal(int64_t vocab) {
-  nn::ModelConfig c;
-  c.vocab_size = vocab;
-  c.hidden_size = 16;
-  c.num_layers = 2;
-  c.num_heads = 2;
-  c.num_kv_heads = 1;
-  c.intermediate_size = 24;
-  return c;
-}
-
+// The trainer tests' run configuration, with a short warmup and an evaluation every 4 steps.
 TrainConfig run_config(const std::string& dir, int64_t steps, bool keep = false) {
-  TrainConfig c;
-  c.run_dir = (fs::temp_directory_path() / dir).string();
-  if (!keep) fs::remove_all(c.run_dir);
-  c.steps = steps;
-  c.batch_size = 2;
-  c.grad_accum = 2;
-  c.seq_len = 16;
+  TrainConfig c = testing::config(dir, steps, keep);
   c.seed = 5;
-  c.schedule.lr = 3e-3;
   c.schedule.warmup_steps = 2;
   c.eval_every = 4;
-  c.eval_batches = 2;
-  c.log_every = 0;
   return c;
 }
 
@@ -180,7 +161,7 @@ TEST_CASE("a model family of user code trains with fit and resumes bit for bit")
 TEST_CASE("a user model distills from a CausalLM, and teaches one") {
   register_family();
   const TokenData data = corpus();
-  const nn::CausalLM causal(small_causal(kByteVocab));
+  const nn::CausalLM causal(testing::micro(nn::AttentionKind::softmax));
   const MixerLM mixer(kByteVocab, 16, 2, 64);
   Generator gen(3);
   auto [cps, cst] = causal.init(gen);
@@ -246,7 +227,7 @@ TEST_CASE("model directories of a user family load through the registry") {
         model.apply(ids, ps, eval).first.to_vector<float>());
 
   // The built-in families come back as CausalLM.
-  const nn::CausalLM causal(small_causal(kByteVocab));
+  const nn::CausalLM causal(testing::micro(nn::AttentionKind::softmax));
   auto [cps, cst] = causal.init(gen);
   const std::string cdir = (fs::temp_directory_path() / "any_model_causal_dir").string();
   fs::remove_all(cdir);
