@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 
 #include "autograd/autograd.hpp"
 #include "tensor/ops.hpp"
@@ -116,7 +117,9 @@ Generation generate(const CausalLM& lm, const Params& ps, const State& st,
   };
 
   KVCache cache;
-  Tensor logits = c.use_cache ? lm.prefill(prompts, ps, eval, cache) : recompute();
+  // A kind without a cached decoding step recomputes whole sequences.
+  const bool use_cache = c.use_cache && lm.supports_kv_cache();
+  Tensor logits = use_cache ? lm.prefill(prompts, ps, eval, cache) : recompute();
   for (int64_t step = 0; step < c.max_new_tokens; ++step) {
     std::vector<int32_t> next = sample(logits, c.sampling, gen);
     size_t still = 0;
@@ -137,7 +140,7 @@ Generation generate(const CausalLM& lm, const Params& ps, const State& st,
       still += active[r];
     }
     if (still == 0 || step + 1 == c.max_new_tokens) break;
-    logits = c.use_cache ? lm.decode_step(from_vector(next, {int64_t(rows), 1}, device), ps, eval, cache) : recompute();
+    logits = use_cache ? lm.decode_step(from_vector(next, {int64_t(rows), 1}, device), ps, eval, cache) : recompute();
   }
   return g;
 }

@@ -49,7 +49,8 @@ struct GenerateConfig {
   SamplingConfig sampling;
   std::optional<int32_t> eos;  // a row that produces it ends (it is kept as the row's last token)
   // false: every step runs the full forward pass on each row's whole sequence instead of the KV
-  // cache (slow: the oracle the cached path is compared with).
+  // cache (slow: the oracle the cached path is compared with). A model whose attention kind has
+  // no cached decoding step (CausalLM::supports_kv_cache) always runs so.
   bool use_cache = true;
 };
 

@@ -73,6 +73,10 @@ class CausalLM {
   Tensor extend(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const;
   // extend with one token per row, ids [B, 1]: the logits [B, V] of the token that follows.
   Tensor decode_step(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const;
+  // Whether the attention kind has a cached decoding step (every built-in kind does). Without
+  // one, prefill, extend and decode_step throw "[decode] attention kind 'x' has no cached
+  // decoding step ...", and decoding recomputes whole sequences with apply (generate does).
+  bool supports_kv_cache() const;
 
  private:
   std::pair<Tensor, State> run(const Tensor& ids, const Params& ps, State st, std::vector<LayerAnalysis>* analysis,

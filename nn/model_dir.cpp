@@ -118,7 +118,8 @@ void save_model_dir(const std::string& dir, const ModelConfig& config, const Par
     files.push_back("model.safetensors.index.json");
   }
   // Non-softmax kinds leave as their own model type with transformers remote code: HF cannot run
-  // them as plain Llama by mistake, and runs their math with trust_remote_code.
+  // them as plain Llama by mistake, and runs their math with trust_remote_code (the built-in
+  // cores; a kind with a core of its own is refused there, by name: exported_remote_code).
   Json exported = config.to_json();
   const bool remote = config.attention.kind != AttentionKind::softmax;
   if (remote) {
@@ -128,8 +129,8 @@ void save_model_dir(const std::string& dir, const ModelConfig& config, const Par
     exported["auto_map"] = {{"AutoConfig", "configuration_cotan.CotanConfig"},
                             {"AutoModelForCausalLM", "modeling_cotan.CotanForCausalLM"}};
   }
-  for (const RemoteCodeFile& f : remote_code_files()) {
-    const std::string path = (fs::path(dir) / std::string(f.name)).string();
+  for (const ExportedFile& f : exported_remote_code()) {
+    const std::string path = (fs::path(dir) / f.name).string();
     if (remote) {
       write_file_atomically(path, {f.text}, "checkpoint");
     } else {

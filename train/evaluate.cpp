@@ -149,7 +149,7 @@ std::vector<double> choice_logliks(const nn::CausalLM& lm, const nn::Params& ps,
   if (lm.config().attention.affine_n == nn::AffineN::full) {
     // The affine term's N counts every position, padding included: no padded batch, no cache.
     for (size_t r = 0; r < requests.size(); ++r) lp.push_back(target_logprobs(lm, ps, st, {inputs[r]}, {targets[r]})[0]);
-  } else if (shared > 0 && requests.size() > 1) {
+  } else if (shared > 0 && requests.size() > 1 && lm.supports_kv_cache()) {
     // The context is prefilled once; each request continues it from position `shared`.
     nn::KVCache context;
     lm.prefill({std::vector<int32_t>(inputs[0].begin(), inputs[0].begin() + ptrdiff_t(shared))}, ps, st, context);
