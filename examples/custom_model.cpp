@@ -140,7 +140,8 @@ int main(int argc, char** argv) {
   // Saved as a model directory, reloaded through the family registry: the same logits.
   nn::save_model_dir(work + "/model", student, resumed.params, resumed.state);
   const nn::LoadedLanguageModel reloaded = nn::load_model(work + "/model");
-  const Tensor ids = from_vector(tokenizer.encode("the dog sat", true), {1, -1});
+  const std::vector<int32_t> prompt = tokenizer.encode("the dog sat", true);
+  const Tensor ids = from_vector(prompt, {1, int64_t(prompt.size())});
   nn::State eval = resumed.state;
   eval.training = false;
   const bool identical = reloaded.model->apply(ids, reloaded.params, reloaded.state).first.to_vector<float>() ==

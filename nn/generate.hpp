@@ -50,7 +50,8 @@ struct GenerateConfig {
   std::optional<int32_t> eos;  // a row that produces it ends (it is kept as the row's last token)
   // false: every step runs the full forward pass on each row's whole sequence instead of the KV
   // cache (slow: the oracle the cached path is compared with). A model without incremental
-  // decoding (LanguageModel::has_kv_cache() false) always does.
+  // decoding (LanguageModel::has_kv_cache() false: a family without it, an attention kind without
+  // a cached step, affine_n 'full') always does.
   bool use_cache = true;
 };
 

@@ -136,6 +136,11 @@ Tensor cached_attention(const CachedAttentionSpec& c) {
 
 namespace {
 
+std::string no_cached_step(std::string_view kind) {
+  return cat("attention kind '", kind, "' has no cached decoding step (its row has no cached_step): ",
+             "decode by recomputing whole sequences (has_kv_cache() is false; generate() and evaluation do so themselves)");
+}
+
 // cache.k and cache.v += k and v [B, Hkv, Tq, d] along the slots: written into the buffers' spare
 // slots when they have enough and no other copy of the cache has written there, else into new
 // buffers, the S cached slots copied once. New buffers hold twice the slots (at most max_slots,
@@ -187,7 +192,9 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
                          const CacheStep& step, LayerCache& cache) const {
   if (x.dim() != 3 || x.size(1) < 1 || x.size(2) != dim)
     fail("decode", "x must be [B, Tq, ", dim, "], got ", to_string(x.shape()));
-  if (options.affine_n == AffineN::full && kind().core == CoreKind::affine)
+  const AttentionKindInfo& row = kind();
+  if (!row.core) return extend_registered(row, x, ps, st, prefix, step, cache);
+  if (options.affine_n == AffineN::full && row.core == CoreKind::affine)
     fail("decode", "affine_n 'full' divides by the whole sequence length, which changes every earlier position as "
                    "the sequence grows: cached decoding needs affine_n 'visible'");
   const int64_t b = x.size(0), tq = x.size(1);
@@ -199,9 +206,9 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     v = v * step.real;
   }
   // The state and parameters the attention reads, looked up before the cache is touched.
-  const Tensor sigma = kind().core == CoreKind::sink ? ps[kSinks.name] : Tensor();
+  const Tensor sigma = row.core == CoreKind::sink ? ps[kSinks.name] : Tensor();
   const Tensor* alpha_ma = nullptr;
-  if (kind().core == CoreKind::affine) {
+  if (row.core == CoreKind::affine) {
     std::string key = join(prefix, "alpha_ma");
     auto it = st.buffers.find(key);
     if (it == st.buffers.end()) fail("decode", "state has no buffer '", key, "'");
@@ -210,7 +217,7 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
   append_slots(cache, k, v, step.max_slots);  // [B, Hkv, S + Tq, d]
 
   CachedAttentionSpec spec;
-  spec.kind = kind().core;
+  spec.kind = *row.core;
   spec.q = q;
   spec.k = cache.k;
   spec.v = cache.v;
@@ -227,8 +234,31 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     spec.count = step.count;
   }
   Tensor o = reshape(permute(cached_attention(spec), {0, 2, 1, 3}), {b, tq, heads * head_dim});
-  if (kind().gated) o = output_gate(o, gate_logits);
+  if (row.gated) o = output_gate(o, gate_logits);
   return Linear{heads * head_dim, dim, o_bias}.apply(o, ps.sub("o_proj"));
+}
+
+Tensor Attention::extend_registered(const AttentionKindInfo& row, const Tensor& x, const ParamView& ps, const State& st,
+                                    const std::string& prefix, const CacheStep& step, LayerCache& cache) const {
+  if (!row.cached_step) fail("decode", no_cached_step(row.name));
+  const int64_t b = x.size(0), tq = x.size(1);
+  auto [q, k, v, alpha_logits, gate_logits] = project_qkv(x, ps);
+  q = Rope::apply(q, step.cos, step.sin);
+  k = Rope::apply(k, step.cos, step.sin);
+  if (step.real.defined()) {  // padding of a ragged prefill chunk: stored as zeros, never seen
+    k = k * step.real;
+    v = v * step.real;
+  }
+  append_slots(cache, k, v, step.max_slots);  // [B, Hkv, S + Tq, d]
+  const CachedStepInputs in{{ps, st, prefix, options}, q, cache.k, cache.v, step.visible, step.count, x};
+  const Tensor o = row.cached_step(in);
+  const Shape expected{b, heads, tq, head_dim};
+  if (!o.defined() || o.shape() != expected)
+    fail("decode", "the cached step of attention kind '", row.name, "' returned O ",
+         o.defined() ? to_string(o.shape()) : "undefined", ", expected [B, H, Tq, d] = ", to_string(expected));
+  Tensor out = reshape(permute(o, {0, 2, 1, 3}), {b, tq, heads * head_dim});
+  if (row.gated) out = output_gate(out, gate_logits);
+  return Linear{heads * head_dim, dim, o_bias}.apply(out, ps.sub("o_proj"));
 }
 
 Tensor DecoderBlock::extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
@@ -260,6 +290,7 @@ void set_rope(CacheStep& step, const Rope& rope, const std::vector<int64_t>& pos
 }
 
 }  // namespace
+
 
 int64_t CausalLM::cache_limit(const KVCache& cache) const {
   return cache.max_length > 0 ? cache.max_length : config_.max_position_embeddings;
@@ -296,6 +327,7 @@ Tensor CausalLM::prefill(const Tensor& ids, const Params& ps, const State& st, K
 
 Tensor CausalLM::prefill(const std::vector<std::vector<int32_t>>& prompts, const Params& ps, const State& st,
                          KVCache& cache) const {
+  if (!attention_kind(config_.attention.kind).has_cached_step()) fail("decode", no_cached_step(name_of(config_.attention.kind)));
   if (prompts.empty()) fail("prefill", "no prompts");
   if (config_.attention.affine_n == AffineN::full && is_affine(config_.attention.kind))
     fail("prefill", "affine_n 'full' divides by the whole sequence length: cached decoding needs affine_n 'visible'");
@@ -374,6 +406,7 @@ Tensor CausalLM::prefill(const std::vector<std::vector<int32_t>>& prompts, const
 }
 
 Tensor CausalLM::extend(const Tensor& ids, const Params& ps, const State& st, KVCache& cache) const {
+  if (!attention_kind(config_.attention.kind).has_cached_step()) fail("decode", no_cached_step(name_of(config_.attention.kind)));
   if (cache.empty() || int64_t(cache.layers.size()) != config_.num_layers)
     fail("decode", "the cache holds ", cache.layers.size(), " layers, the model has ", config_.num_layers,
          " (run prefill first)");

@@ -1,5 +1,6 @@
 #include "nn/layers.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <numbers>
@@ -165,7 +166,7 @@ void Attention::specs(std::vector<ParamSpec>& s, const std::string& prefix) cons
 }
 
 void Attention::buffers(State& st, const std::string& prefix, DType dtype) const {
-  if (kind().core == CoreKind::affine) st.buffers[join(prefix, "alpha_ma")] = zeros({heads}, dtype);
+  for (const KindBuffer& b : kind().buffers) st.buffers[join(prefix, b.name)] = full(shape_of(b, sizes()), b.initial, dtype);
 }
 
 std::vector<std::string> Attention::joint_weights() const {
@@ -192,6 +193,8 @@ Attention::Projections Attention::project_qkv(const Tensor& x, const ParamView& 
 
 std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, const State& st,
                                           const std::string& prefix, LayerAnalysis* analysis, LayerCache* cache) const {
+  const AttentionKindInfo& row = kind();
+  if (!row.core) return apply_registered(row, x, ps, st, prefix, analysis, cache);
   int64_t b = x.size(0), t = x.size(1);
   auto [q, k, v, alpha_logits, gate_logits] = project_qkv(x, ps);
   auto [cos, sin] = rope.tables(t, x.dtype(), x.device());
@@ -205,7 +208,7 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
   core.v = v;
   core.causal = true;
   core.affine_n = options.affine_n;
-  if (kind().core == CoreKind::affine) {
+  if (row.core == CoreKind::affine) {
     Tensor alpha = phi(alpha_logits, options.phi);  // [B, T, H]
     core.alpha = contiguous(permute(alpha, {0, 2, 1}));     // [B, H, T]
     std::string key = join(prefix, "alpha_ma");
@@ -214,7 +217,7 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
     core.alpha_ma = next_alpha_ma(it->second, core.alpha, options.rho, st.training);
     next.buffers[key] = core.alpha_ma;
   }
-  if (kind().core == CoreKind::sink) core.sigma = ps[kSinks.name];
+  if (row.core == CoreKind::sink) core.sigma = ps[kSinks.name];
   if (cache) {
     cache->k = contiguous(core.k);
     cache->v = contiguous(core.v);
@@ -232,7 +235,48 @@ std::pair<Tensor, State> Attention::apply(const Tensor& x, const ParamView& ps, 
 
   Tensor o = options.impl == AttentionImpl::fused ? attention_fused(core) : attention_composed(core);
   o = reshape(permute(o, {0, 2, 1, 3}), {b, t, heads * head_dim});
-  if (kind().gated) o = output_gate(o, gate_logits);
+  if (row.gated) o = output_gate(o, gate_logits);
+  return {Linear{heads * head_dim, dim, o_bias}.apply(o, ps.sub("o_proj")), std::move(next)};
+}
+
+std::pair<Tensor, State> Attention::apply_registered(const AttentionKindInfo& row, const Tensor& x, const ParamView& ps,
+                                                     const State& st, const std::string& prefix,
+                                                     LayerAnalysis* analysis, LayerCache* cache) const {
+  if (analysis)
+    fail("analyze", "attention kind '", row.name, "' computes its own core, whose attention weights the statistics ",
+         "cannot read (they cover the kinds with a Backend core: softmax, sink and affine cores)");
+  const int64_t b = x.size(0), t = x.size(1);
+  auto [q, k, v, alpha_logits, gate_logits] = project_qkv(x, ps);
+  auto [cos, sin] = rope.tables(t, x.dtype(), x.device());
+  q = Rope::apply(q, cos, sin);
+  k = Rope::apply(k, cos, sin);
+  if (cache) {
+    cache->k = contiguous(k);
+    cache->v = contiguous(v);
+  }
+  const CoreInputs in{{ps, st, prefix, options}, q, k, v, x};
+  CoreResult r = options.impl == AttentionImpl::fused && row.fused ? row.fused(in) : row.composed(in);
+  const Shape expected{b, heads, t, head_dim};
+  if (!r.o.defined() || r.o.shape() != expected)
+    fail("attention", "the core of attention kind '", row.name, "' returned O ",
+         r.o.defined() ? to_string(r.o.shape()) : "undefined", ", expected [B, H, T, d] = ", to_string(expected));
+  State next = st;
+  for (auto& [name, value] : r.buffers) {
+    auto declared = std::find_if(row.buffers.begin(), row.buffers.end(), [&](const KindBuffer& kb) { return kb.name == name; });
+    if (declared == row.buffers.end())
+      fail("attention", "the core of attention kind '", row.name, "' updated '", name, "', which is none of its buffers");
+    if (!st.training)
+      fail("attention", "the core of attention kind '", row.name, "' updated buffer '", name,
+           "' in an evaluation pass (buffers change in training passes only)");
+    const Shape shape = shape_of(*declared, sizes());
+    if (value.shape() != shape)
+      fail("attention", "the core of attention kind '", row.name, "' updated buffer '", name, "' to ",
+           to_string(value.shape()), ", its shape is ", to_string(shape));
+    // Under checkpoint(), the State holds the first run's value, as next_alpha_ma's does.
+    next.buffers[join(prefix, name)] = same_on_recompute([&value] { return value; });
+  }
+  Tensor o = reshape(permute(r.o, {0, 2, 1, 3}), {b, t, heads * head_dim});
+  if (row.gated) o = output_gate(o, gate_logits);
   return {Linear{heads * head_dim, dim, o_bias}.apply(o, ps.sub("o_proj")), std::move(next)};
 }
 

@@ -108,12 +108,13 @@ struct LayerAnalysis {
   Tensor alpha_std;   // [H] f64
 };
 
-// Self-attention with GQA and every kind of nn/attention_kinds.hpp: the kind's row gives the
-// core (softmax, sink, affine), the gate and the extra parameters under self_attn
+// Self-attention with GQA and every kind of nn/attention_kinds.hpp. A row with a Backend core
+// (the built-in kinds) runs it with the extra parameters under self_attn
 //   alpha_proj.weight [H, D]     affine cores: z = x W_alpha^T, alpha = phi(z)
 //   sinks [H]                    sink core: sigma_h
 //   gate_proj.weight [H d, D]    gated kinds: O' = output_gate(O, x W_g^T)
-// and affine cores have one buffer in State: alpha_ma [H] (starts at 0).
+// and affine cores have one buffer in State: alpha_ma [H] (starts at 0). A row without one runs
+// its fused or composed core on q, k, v after RoPE, and declares its own parameters and buffers.
 struct Attention {
   int64_t dim = 0, heads = 0, kv_heads = 0, head_dim = 0;
   bool qkv_bias = false;
@@ -122,7 +123,7 @@ struct Attention {
   bool o_bias = false;  // a bias on o_proj (HF Llama's attention_bias)
 
   const AttentionKindInfo& kind() const { return attention_kind(options.kind); }
-  AttentionSizes sizes() const { return {dim, heads, head_dim}; }
+  AttentionSizes sizes() const { return {dim, heads, head_dim, kv_heads}; }
   void specs(std::vector<ParamSpec>& out_specs, const std::string& prefix) const;
   void buffers(State& st, const std::string& prefix, DType dtype) const;
   // x: the normed block input. Returns the output and the State with alpha_ma replaced by
@@ -132,12 +133,19 @@ struct Attention {
                                  LayerAnalysis* analysis = nullptr, LayerCache* cache = nullptr) const;
   // Tq new tokens per row (nn/kv_cache.cpp): x [B, Tq, D], the normed block input at the rows'
   // next positions. Appends the tokens' k and v to `cache` (and their running sum to U),
-  // attends over the slots each one sees with nn::cached_attention, and returns [B, Tq, D].
-  // Evaluation mode: alpha_ma is read from st, never updated. Equals the matching rows of
-  // apply() on the whole sequence, for every kind (affine_n visible only: with `full`,
-  // N_i = T changes every earlier row as the sequence grows).
+  // attends over the slots each one sees with nn::cached_attention (a row without a Backend
+  // core: its cached_step), and returns [B, Tq, D]. Evaluation mode: alpha_ma is read from st,
+  // never updated. Equals the matching rows of apply() on the whole sequence, for every kind
+  // (affine_n visible only: with `full`, N_i = T changes every earlier row as the sequence
+  // grows). Throws "[decode] attention kind 'x' has no cached decoding step" for a row without one.
   Tensor extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                 const CacheStep& step, LayerCache& cache) const;
+  // apply and extend for a row without a Backend core: its own core, then the gate and o_proj.
+  std::pair<Tensor, State> apply_registered(const AttentionKindInfo& row, const Tensor& x, const ParamView& ps,
+                                            const State& st, const std::string& prefix, LayerAnalysis* analysis,
+                                            LayerCache* cache) const;
+  Tensor extend_registered(const AttentionKindInfo& row, const Tensor& x, const ParamView& ps, const State& st,
+                           const std::string& prefix, const CacheStep& step, LayerCache& cache) const;
   // q [B, H, T, d] and k, v [B, Hkv, T, d] of x [B, T, D], heads first, before RoPE, and the
   // kind's alpha logits [B, T, H] and gate logits [B, T, H d] (undefined for kinds without
   // them): what apply and extend both start from. One product of x with the weights stacked

@@ -39,13 +39,15 @@ CausalLM::CausalLM(ModelConfig config, bool checkpoint_layers)
 Json CausalLM::config_json() const { return config_.to_json(); }
 
 bool CausalLM::has_kv_cache() const {
-  return !(config_.attention.affine_n == AffineN::full && is_affine(config_.attention.kind));
+  return attention_kind(config_.attention.kind).has_cached_step() &&
+         !(config_.attention.affine_n == AffineN::full && is_affine(config_.attention.kind));
 }
 
 Json CausalLM::export_config() const {
   Json exported = config_.to_json();
   // Non-softmax kinds leave as their own model type with transformers remote code: HF cannot run
-  // them as plain Llama by mistake, and runs their math with trust_remote_code.
+  // them as plain Llama by mistake, and runs their math with trust_remote_code (the built-in
+  // cores; a kind with a core of its own is refused there, by name: exported_remote_code).
   if (config_.attention.kind != AttentionKind::softmax) {
     exported["base_model_type"] = config_.model_type;
     exported["model_type"] = kRemoteModelType;
@@ -60,8 +62,7 @@ std::vector<ModelDirFile> CausalLM::export_files() const {
   const bool remote = config_.attention.kind != AttentionKind::softmax;
   std::vector<ModelDirFile> files;
   // A softmax student is a plain HF directory: an earlier save's remote code goes.
-  for (const RemoteCodeFile& f : remote_code_files())
-    files.push_back({std::string(f.name), remote ? std::string(f.text) : std::string(), !remote});
+  for (ExportedFile& f : exported_remote_code()) files.push_back({std::move(f.name), remote ? std::move(f.text) : "", !remote});
   return files;
 }
 

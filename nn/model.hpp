@@ -61,8 +61,10 @@ class CausalLM final : public LanguageModel {
   std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st,
                                      bool weights_of_last_layer = false) const override;
 
-  // Incremental decoding, for every kind but affine_n 'full' (whose N_i = T changes every earlier
-  // row as the sequence grows).
+  // Incremental decoding: for every kind with a cached decoding step (the built-in ones do) but
+  // affine_n 'full' (whose N_i = T changes every earlier row as the sequence grows). Without it,
+  // prefill, extend and decode_step throw "[decode] attention kind 'x' has no cached decoding
+  // step ...", and generation and evaluation recompute whole sequences with apply.
   bool has_kv_cache() const override;
   // Runs the prompts ids [B, T] (every row T >= 1 tokens) and replaces `cache` with their keys
   // and values; its max_length and prefill_chunk are kept. The first cache.prefill_chunk tokens

@@ -4,8 +4,8 @@
 #
 # The fields are those of the base family's config.json (base_model_type: llama, qwen2 or
 # mistral; rope_theta and rope_scaling as transformers 4 writes them) plus cotan's "attention"
-# object: {"kind": "sink" | "affine" | "gated" | "affine_gated", "phi": "linear_clip" | "sigmoid",
-# "rho": 0.9, "affine_n": "visible" | "full"}.
+# object: {"kind": a name from modeling_cotan.py's KINDS ("sink", "affine", ...), "phi":
+# "linear_clip" | "sigmoid", "rho": 0.9, "affine_n": "visible" | "full"}.
 
 from transformers import PretrainedConfig
 

@@ -2,18 +2,20 @@
 #
 #   AutoModelForCausalLM.from_pretrained(dir, trust_remote_code=True)
 #
-# runs the kind's exact math, as cotan's docs/attention.md defines it. cotan writes this file into
-# every such model directory it exports, with configuration_cotan.py and an auto_map in
-# config.json; without trust_remote_code transformers refuses the directory (its model_type,
-# "cotan", is none of transformers' own), so no one runs it as plain softmax by mistake.
+# runs the kind's exact math, as cotan's docs/attention.md defines it, for the kinds whose core is
+# one of cotan's three (KINDS below; a kind with a core of its own is refused, by name). cotan
+# writes this file into every such model directory it exports, with configuration_cotan.py and an
+# auto_map in config.json; without trust_remote_code transformers refuses the directory (its
+# model_type, "cotan", is none of transformers' own), so no one runs it as plain softmax by mistake.
 #
 # The decoder is Llama's (Qwen2 and Mistral share it; Qwen2 adds q/k/v biases, Llama's
-# attention_bias puts biases on q/k/v and o_proj). In every layer, with x the normed input:
-#   sink          L_i = log(exp(sigma_h) + sum_j exp(s_ij)),  O_i = sum_j exp(s_ij - L_i) v_j
-#   affine        alpha_i = phi(x_i . w_h),  beta_i = (alpha_ma_h - alpha_i) / N_i,
-#                 O_i = alpha_i S_i + beta_i U_i  (S: softmax attention, U_i: sum of visible v_j)
-#   gated         O' = O * sigmoid(x W_g^T), before o_proj
-#   affine_gated  both
+# attention_bias puts biases on q/k/v and o_proj). Each attention kind runs one of three cores,
+# with or without an output gate (KINDS below); in every layer, with x the normed input:
+#   softmax core  O_i = S_i = sum_j softmax_j(s_ij) v_j
+#   sink core     L_i = log(exp(sigma_h) + sum_j exp(s_ij)),  O_i = sum_j exp(s_ij - L_i) v_j
+#   affine core   alpha_i = phi(x_i . w_h),  beta_i = (alpha_ma_h - alpha_i) / N_i,
+#                 O_i = alpha_i S_i + beta_i U_i  (U_i: sum of visible v_j)
+#   gate          O' = O * sigmoid(x W_g^T), before o_proj
 # phi is linear_clip, min(max(0.1 z + 0.5, 0), 1), or sigmoid; N_i is i + 1 (affine_n "visible")
 # or T ("full"). alpha_ma is a buffer: in training mode each forward pass first sets
 # alpha_ma <- rho alpha_ma + (1 - rho) mean(alpha); in evaluation mode it is read as it is.
@@ -26,6 +28,11 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
 from .configuration_cotan import CotanConfig
+
+# The attention kinds of the cotan program that exported this model, from its registry of kinds:
+# each kind's core ("softmax", "sink" or "affine") and gate, or None for a kind that computes a
+# core of its own, which this file cannot run. cotan fills in the table when it exports a model.
+KINDS = {}
 
 
 def inverse_frequencies(config) -> torch.Tensor:
@@ -92,8 +99,17 @@ class CotanAttention(nn.Module):
         self.phi = a.get("phi", "linear_clip")
         self.rho = a.get("rho", 0.9)
         self.affine_n = a.get("affine_n", "visible")
-        if self.kind not in ("softmax", "sink", "affine", "gated", "affine_gated"):
-            raise ValueError(f"unknown attention kind {self.kind!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown attention kind {self.kind!r} (the kinds cotan exported this file with: "
+                             f"{', '.join(KINDS)})")
+        if KINDS[self.kind] is None:
+            runnable = ", ".join(name for name, spec in KINDS.items() if spec is not None)
+            raise NotImplementedError(
+                f"attention kind {self.kind!r} computes a core of its own, registered in the cotan program that "
+                f"exported this model; this remote code has no definition of it (it runs {runnable}). The weights "
+                f"and config.json are complete: load the directory with cotan, in a program that registers "
+                f"{self.kind!r}.")
+        self.core, self.gated = KINDS[self.kind]["core"], KINDS[self.kind]["gated"]
         self.heads, self.kv_heads, self.head_dim = config.num_attention_heads, config.num_key_value_heads, config.head_dim
         qwen = config.base_model_type == "qwen2"
         qkv_bias, o_bias = qwen or config.attention_bias, (not qwen) and config.attention_bias
@@ -102,12 +118,12 @@ class CotanAttention(nn.Module):
         self.k_proj = nn.Linear(d, hkv * hd, bias=qkv_bias)
         self.v_proj = nn.Linear(d, hkv * hd, bias=qkv_bias)
         self.o_proj = nn.Linear(h * hd, d, bias=o_bias)
-        if self.kind == "sink":
+        if self.core == "sink":
             self.sinks = nn.Parameter(torch.zeros(h))
-        if self.kind in ("affine", "affine_gated"):
+        if self.core == "affine":
             self.alpha_proj = nn.Linear(d, h, bias=False)
             self.register_buffer("alpha_ma", torch.zeros(h), persistent=True)
-        if self.kind in ("gated", "affine_gated"):
+        if self.gated:
             self.gate_proj = nn.Linear(d, h * hd, bias=False)
 
     def forward(self, x, cos, sin):
@@ -121,13 +137,13 @@ class CotanAttention(nn.Module):
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
         visible = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         scores = scores.masked_fill(~visible, float("-inf"))
-        if self.kind == "sink":
+        if self.core == "sink":
             sigma = self.sinks.to(scores.dtype).view(1, -1, 1, 1).expand(b, -1, t, 1)
             log_norm = torch.logsumexp(torch.cat((scores, sigma), dim=-1), dim=-1, keepdim=True)
             o = torch.exp(scores - log_norm) @ v
         else:
             o = torch.softmax(scores, dim=-1) @ v
-        if self.kind in ("affine", "affine_gated"):
+        if self.core == "affine":
             z = self.alpha_proj(x).transpose(1, 2)  # [B, H, T]
             alpha = torch.clamp(0.1 * z + 0.5, 0.0, 1.0) if self.phi == "linear_clip" else torch.sigmoid(z)
             if self.training:
@@ -138,7 +154,7 @@ class CotanAttention(nn.Module):
             beta = (self.alpha_ma.to(o.dtype).view(1, -1, 1) - alpha) / n.view(1, 1, -1)
             o = alpha.unsqueeze(-1) * o + beta.unsqueeze(-1) * torch.cumsum(v, dim=2)
         o = o.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)
-        if self.kind in ("gated", "affine_gated"):
+        if self.gated:
             o = o * torch.sigmoid(self.gate_proj(x))
         return self.o_proj(o)
 
