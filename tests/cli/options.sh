@@ -132,7 +132,7 @@ case_distill_progress() {
     fail "distill under a pseudo-terminal failed: $(cat "$ROOT/tty.out")"
   tr '\r' '\n' < "$ROOT/tty.out" > "$ROOT/tty.txt"
   grep -qF "teacher [" "$ROOT/tty.txt" && grep -qF "all ETA" "$ROOT/tty.txt" || fail "no teacher bar with the study's ETA: $(cat "$ROOT/tty.txt")"
-  grep -qF "student 1/1 sink  [##" "$ROOT/tty.txt" || fail "no student bar: $(cat "$ROOT/tty.txt")"
+  grep -qF "student 1/1 sink [##" "$ROOT/tty.txt" || fail "no student bar: $(cat "$ROOT/tty.txt")"
   distill --attention sink --teacher-steps 4 --steps 4 --eval-every 2 --run-dir "$WORK/log" --cache-dir "$WORK/cache2" \
     > /dev/null 2> "$ROOT/log.txt" || fail "distill into a log failed"
   ! grep -q "$(printf '\r')" "$ROOT/log.txt" || fail "a log holds carriage returns"
