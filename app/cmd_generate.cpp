@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -37,6 +38,8 @@ std::vector<std::string> read_prompts(const po::variables_map& vm) {
   if (vm.count("prompt")) return {vm["prompt"].as<std::string>()};
   if (vm.count("prompt-file")) {
     const std::string path = vm["prompt-file"].as<std::string>();
+    if (std::error_code ec; std::filesystem::is_directory(path, ec))
+      fail("generate", "--prompt-file ", path, ": a directory, not a file of prompts");
     std::ifstream in(path);
     if (!in) fail("generate", "--prompt-file ", path, ": cannot open");
     std::vector<std::string> prompts;

@@ -299,6 +299,7 @@ int cmd_pretrain(const Args& args) {
   if (resume && vm.count("overwrite")) fail("option", "--resume and --overwrite exclude each other");
   if (resume) resume_into(vm, resume_dir, c.run_dir);
   if (!out.empty()) check_model_out(out, vm.count("overwrite") > 0, resume);
+  if (!cache_dir.empty()) check_output_dir("pretrain", "--cache-dir", cache_dir);
   if (const std::string note = shrunk_warmup_note(vm, c, {shrunk_warmup(c, c.steps, "the run's")}); !note.empty())
     std::cerr << "note: " << note << "\n";
   set_kd_loss(c.loss, loss_spec);
@@ -502,6 +503,8 @@ DistilledOptions parse_distill_options(const Args& raw_args, const std::string& 
                               unused.find(',') == std::string::npos ? " is" : " are", " not used"));
     }
     if (check_files) {
+      // Before the teacher trains: its weights and the tokenized corpora are kept there.
+      if (!s.cache_dir.empty()) check_output_dir(command, "--cache-dir", s.cache_dir);
       if (s.teacher_logits.empty()) load_model_config("--teacher", s.teacher);
       load_model_config("--student", s.student);
     }

@@ -133,8 +133,9 @@ void check_output_dir(std::string_view op, std::string_view option, const std::s
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status status = fs::status(dir, ec);
-  if (ec && ec != std::errc::no_such_file_or_directory && ec != std::errc::not_a_directory)
-    fail(op, option, " ", dir, ": ", ec.message());
+  if (ec == std::errc::not_a_directory)
+    fail(op, option, " ", dir, ": a file is in the way on its path (", option, " names a directory)");
+  if (ec && ec != std::errc::no_such_file_or_directory) fail(op, option, " ", dir, ": ", ec.message());
   if (fs::exists(status) && !fs::is_directory(status))
     fail(op, option, " ", dir, ": a file of that name is in the way (", option, " names a directory)");
 }

@@ -185,10 +185,17 @@ case_output_paths() {
   remember "$WORK"
   expect_error "[teacher-logits] --out $WORK/file: a file of that name is in the way (--out names a directory)" \
     "$COTAN" teacher-logits --teacher "$WORK/teacher" --data "$WORK/shards" --top-k 4 --seq-len 16 --out "$WORK/file"
-  expect_error "[teacher-logits] --out $WORK/file/topk: " \
+  expect_error "[teacher-logits] --out $WORK/file/topk: a file is in the way on its path (--out names a directory)" \
     "$COTAN" teacher-logits --teacher "$WORK/teacher" --data "$WORK/shards" --top-k 4 --seq-len 16 --out "$WORK/file/topk"
   expect_error "[tokenize] --out $WORK/file: a file of that name is in the way (--out names a directory)" \
     "$COTAN" tokenize "$WORK/corpus" --out "$WORK/file"
+  # Checked before anything trains: the cache keeps the teacher's weights and tokenized corpora.
+  expect_error "[distill] --cache-dir $WORK/file: a file of that name is in the way (--cache-dir names a directory)" \
+    distill --cache-dir "$WORK/file" --run-dir "$WORK/study"
+  expect_error "[pretrain] --cache-dir $WORK/file/cache: a file is in the way on its path (--cache-dir names a directory)" \
+    pretrain --cache-dir "$WORK/file/cache" --run-dir "$WORK/run"
+  expect_error "[generate] --prompt-file $WORK/shards: a directory, not a file of prompts" \
+    "$COTAN" generate --model "$WORK/teacher" --prompt-file "$WORK/shards"
   check_unchanged "$WORK"
 }
 
