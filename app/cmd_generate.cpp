@@ -7,6 +7,7 @@
 
 #include <boost/program_options.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -37,6 +38,8 @@ std::vector<std::string> read_prompts(const po::variables_map& vm) {
   if (vm.count("prompt")) return {vm["prompt"].as<std::string>()};
   if (vm.count("prompt-file")) {
     const std::string path = vm["prompt-file"].as<std::string>();
+    if (std::error_code ec; std::filesystem::is_directory(path, ec))
+      fail("generate", "--prompt-file ", path, ": a directory, not a file of prompts");
     std::ifstream in(path);
     if (!in) fail("generate", "--prompt-file ", path, ": cannot open");
     std::vector<std::string> prompts;
@@ -132,6 +135,12 @@ int cmd_generate(const Args& args) {
   check_integer("top-k", c.sampling.top_k, 0, kNoLimit, "0: off");
   check_number("top-p", c.sampling.top_p, 0, 1, true, "1: off");
   const uint64_t seed = parse_u64_option("seed", seed_text);
+  // Greedy decoding reads no sampling option: one given beside it would be ignored.
+  if (c.sampling.greedy)
+    for (const char* option : {"temperature", "top-k", "top-p", "seed"})
+      if (!vm[option].defaulted())
+        fail("option", "--greedy and --", option, " exclude each other: greedy decoding takes the most likely token, ",
+             "and would ignore --", option);
   if (model_dir.empty()) fail("generate", "--model DIR is required (a model directory, such as pretrain --out writes)");
   const DType dtype = dtype_option(dtype_name, "generate");
   const Device device = device_option(device_name);

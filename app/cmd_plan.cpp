@@ -22,6 +22,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr double kGiB = 1024.0 * 1024 * 1024;
+// The most memory --gpu-memory may give one GPU: 1 PiB, a thousand times today's largest.
+constexpr double kMaxGpuMemory = kGiB * 1024 * 1024;
 
 // "80GiB", "80GB", "81920MiB", "1.5TiB" or a number of bytes.
 double parse_size(const std::string& option, const std::string& text) {
@@ -38,9 +40,32 @@ double parse_size(const std::string& option, const std::string& text) {
                                                   {"mib", 1024.0 * 1024}, {"gib", kGiB}, {"tib", kGiB * 1024},
                                                   {"kb", 1e3},   {"mb", 1e6},         {"gb", 1e9},
                                                   {"tb", 1e12}};
-  for (const auto& [name, scale] : units)
-    if (used > 0 && unit == name && std::isfinite(value) && value > 0) return value * scale;
+  for (const auto& [name, scale] : units) {
+    if (used == 0 || unit != name || !std::isfinite(value) || value <= 0) continue;
+    if (value * scale > kMaxGpuMemory)
+      fail("option", "--", option, " ", text, ": above 1 PiB, more than any GPU holds");
+    return value * scale;
+  }
   fail("option", "--", option, " ", text, ": expected a size such as 80GiB, 80GB or 81920MiB");
+}
+
+// a * b, or an error naming what overflows int64.
+int64_t checked_product(int64_t a, int64_t b, const std::string& what) {
+  int64_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) fail("plan", what, " (", a, " x ", b, ") is too large to plan");
+  return product;
+}
+
+// The largest divisor of n (> 0) that is at most `limit`, 0 when limit < 1: the divisors come in
+// pairs (d, n / d) with d <= sqrt(n), so sqrt(n) trials at most.
+int64_t largest_divisor_at_most(int64_t n, int64_t limit) {
+  int64_t best = 0;
+  for (int64_t d = 1; d <= n / d; ++d) {
+    if (n % d != 0) continue;
+    if (d <= limit) best = std::max(best, d);
+    if (n / d <= limit) best = std::max(best, n / d);
+  }
+  return best;
 }
 
 // In GiB, or MiB and KiB for what is below one.
@@ -150,7 +175,15 @@ int cmd_plan(const Args& args) {
       teacher_source = cat(s.teacher, " (not there: its --teacher-config)");
     }
   }
-  const int64_t global_batch = s.train.batch_size * s.train.grad_accum;
+  // The configs' contexts bound seq_len, as in a run (train::check_inputs).
+  using Context = std::pair<const char*, const nn::ModelConfig*>;
+  for (const auto& [who, config] : {Context{"student", &student}, Context{"teacher", teacher ? &*teacher : nullptr}}) {
+    if (!config || s.train.allow_longer_context || s.train.seq_len <= config->max_position_embeddings) continue;
+    fail("plan", "--seq-len ", s.train.seq_len, " is above the ", who, "'s max_position_embeddings ",
+         config->max_position_embeddings, " (pass --allow-longer-context to plan longer sequences anyway)");
+  }
+  const int64_t global_batch = checked_product(s.train.batch_size, s.train.grad_accum, "--batch-size x --grad-accum");
+  checked_product(global_batch, s.train.seq_len, "the tokens of a step, global batch x --seq-len");
   const bool checkpointing = vm.count("checkpoint-layers") > 0;
 
   auto inputs = [&](const study::StudyVariant& v, int64_t micro, bool ckpt) {
@@ -161,7 +194,8 @@ int cmd_plan(const Args& args) {
     in.top_k = offline ? p.top_k : 0;
     in.seq_len = s.train.seq_len;
     in.micro_batch = micro;
-    in.grad_accum = (global_batch + micro * p.gpus - 1) / (micro * p.gpus);
+    const int64_t per_step = checked_product(micro, p.gpus, "micro-batch x --gpus");
+    in.grad_accum = global_batch / per_step + (global_batch % per_step != 0);
     in.compute = compute;
     in.fused_head = s.train.fused_head;
     in.checkpoint_layers = ckpt;
@@ -187,10 +221,7 @@ int cmd_plan(const Args& args) {
   const int64_t fits = largest_fitting([&](int64_t b) { return inputs(w, b, checkpointing); }, usable, per_gpu_batch);
   const int64_t fits_ckpt = largest_fitting([&](int64_t b) { return inputs(w, b, true); }, usable, per_gpu_batch);
   // The largest fitting micro-batch that divides the per-GPU batch: the global batch exactly.
-  int64_t exact = 0;
-  if (global_batch % p.gpus == 0)
-    for (int64_t b = fits; b >= 1 && !exact; --b)
-      if (per_gpu_batch % b == 0) exact = b;
+  const int64_t exact = global_batch % p.gpus == 0 ? largest_divisor_at_most(per_gpu_batch, fits) : 0;
   const study::StepPlan step = study::plan_step(in, global_batch);
   const double step_s = step.flops / (double(p.gpus) * p.peak_tflops * 1e12 * p.mfu);
   const double student_params = double(nn::CausalLM(in.student).num_params());
@@ -274,7 +305,8 @@ int cmd_plan(const Args& args) {
                 << (p.zero ? "; more GPUs shard the moments further" : "; --zero 1 shards the moments over the GPUs");
     std::cout << "\n";
   } else {
-    const int64_t accum = (global_batch + fits * p.gpus - 1) / (fits * p.gpus);
+    const int64_t per_step = fits * p.gpus;  // at most global_batch + p.gpus: no overflow
+    const int64_t accum = global_batch / per_step + (global_batch % per_step != 0);
     std::cout << "largest micro-batch that fits: " << fits << " sequences per GPU, " << accum << " accumulation step"
               << (accum > 1 ? "s" : "") << " (" << fits * p.gpus * accum << " sequences per step)";
     if (exact && exact != fits)

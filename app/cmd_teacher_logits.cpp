@@ -46,7 +46,8 @@ struct Job {
 // An existing output for the shard that matches the job: finished, skipped. One made otherwise is
 // an error naming the field, rather than a file silently replaced.
 bool finished(const std::string& path, const train::TopkHeader& want) {
-  if (!fs::exists(path)) return false;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return false;
   const train::TopkHeader h = train::TopkFile::read_header(path);
   const auto differs = [&](const char* field, const auto& have, const auto& now) {
     fail(kOp, path, " exists with ", field, " ", have, " but this run has ", now,
@@ -127,6 +128,7 @@ int cmd_teacher_logits(const Args& args) {
   if (teacher_dir.empty()) fail(kOp, "--teacher DIR is required (a model directory)");
   if (data.empty()) fail(kOp, "--data SHARDS is required (token shards, as cotan tokenize writes)");
   if (out.empty()) fail(kOp, "--out DIR is required");
+  check_output_dir(kOp, "--out", out);
   check_integer("top-k", k, 1);
   check_integer("seq-len", seq_len, 1);
   check_integer("batch-size", batch_size, 1);
@@ -148,7 +150,7 @@ int cmd_teacher_logits(const Args& args) {
 
   const train::ShardFiles shards = train::shard_files(data);
   std::optional<train::ShardTokenizer> teacher_tokenizer;  // its tokenizer.json's, when it has one
-  if (fs::exists(fs::path(teacher_dir) / "tokenizer.json")) {
+  if (std::error_code ec; fs::exists(fs::path(teacher_dir) / "tokenizer.json", ec)) {
     const text::Tokenizer t = text::Tokenizer::load(teacher_dir);
     teacher_tokenizer = train::ShardTokenizer{t.hash(), uint32_t(t.vocab_size())};
   }
@@ -200,7 +202,7 @@ int cmd_teacher_logits(const Args& args) {
       total += shard.size();
     }
   }
-  fs::create_directories(out);  // after every check: a refused run leaves nothing
+  create_output_dir(kOp, "--out", out);  // after every check: a refused run leaves nothing
   std::cout << "teacher: " << teacher_dir << " (vocabulary " << vocab << "), top-" << k << " at temperature "
             << temperature << ", windows of " << seq_len << "\n";
   if (skipped) std::cout << "kept " << skipped << " finished " << (skipped == 1 ? "file" : "files") << " in " << out << "\n";

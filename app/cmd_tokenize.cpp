@@ -102,6 +102,7 @@ int cmd_tokenize(const Args& args) {
   }
   if (!vm.count("input")) fail("tokenize", "no input: name one or more text files, JSONL files or directories");
   if (!vm.count("out")) fail("tokenize", "--out DIR is required");
+  check_output_dir("tokenize", "--out", vm["out"].as<std::string>());
   const int64_t shard_tokens = vm["shard-tokens"].as<int64_t>();
   check_integer("shard-tokens", shard_tokens, 1);
   const double val_fraction = vm["val-fraction"].as<double>();

@@ -19,6 +19,7 @@
 #include "tensor/op_table.hpp"
 #include "text/tokenizer.hpp"
 #include "study/study.hpp"
+#include "train/run_dir.hpp"
 #include "train/tokenize_corpus.hpp"
 
 namespace po = boost::program_options;
@@ -59,7 +60,8 @@ void add_training_options(po::options_description& opts, train::TrainConfig& c, 
       "checkpoints kept: checkpoint/ and the newest checkpoint-<step>/ before it")(
       "allow-longer-context", po::bool_switch(&c.allow_longer_context),
       "allow --seq-len above the models' max_position_embeddings")(
-      "overwrite", "start anew in a run directory that holds a run, moving the old one aside (DIR.old-N)");
+      "overwrite", "start anew in a run directory that holds a run, moving the old one aside (DIR.old-N); pretrain: "
+                   "likewise for a model in --out");
 }
 
 // The range of every numeric training option, checked after parsing; sets c.seed from --seed.
@@ -178,6 +180,53 @@ void resume_into(const po::variables_map& vm, const std::string& resume_dir, std
   run_dir = resume_dir;
 }
 
+// --warmup given and longer than fits before the decay of a run of `steps`: the schedule shrinks
+// it (effective_warmup); "the students' 16" for the note that says so.
+std::optional<std::string> shrunk_warmup(const train::TrainConfig& c, int64_t steps, const std::string& whose) {
+  train::ScheduleConfig schedule = c.schedule;
+  schedule.total_steps = steps;
+  const int64_t warmup = train::effective_warmup(schedule);
+  if (warmup >= c.schedule.warmup_steps) return std::nullopt;
+  return cat(whose, " ", warmup);
+}
+
+// The note that says so, when --warmup was given; empty otherwise (the default shrinks without a word).
+std::string shrunk_warmup_note(const po::variables_map& vm, const train::TrainConfig& c,
+                               const std::vector<std::optional<std::string>>& runs) {
+  if (!vm.count("warmup") || vm["warmup"].defaulted()) return "";
+  std::string which;
+  for (const auto& run : runs)
+    if (run) which += (which.empty() ? "" : ", ") + *run;
+  if (which.empty()) return "";
+  return cat("--warmup ", c.schedule.warmup_steps, " is longer than the steps before the decay (--steps, --decay-fraction): ",
+             "the warmup is ", which, " steps");
+}
+
+// --out DIR of pretrain: absent, empty, or with `overwrite` a directory whose contents are moved
+// aside once the model is trained (move_aside), as a run directory's are. Checked before the run,
+// so that a refused --out costs no training.
+void check_model_out(const std::string& out, bool overwrite, bool resume) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && !fs::is_directory(out, ec))
+    fail("pretrain", "--out ", out, ": a file of that name is in the way (--out names a directory)");
+  const std::vector<std::string> found = train::run_dir_entries(out);
+  if (found.empty() || overwrite) return;
+  bool model = false;
+  for (const std::string& name : found)
+    model |= name == "config.json" || name.ends_with(".safetensors") || name == "model.safetensors.index.json";
+  const char* it = model ? "it" : "them";
+  fail("pretrain", "--out ", out, " already holds ", model ? "a model (" : "files (", train::describe_entries(out, found),
+       resume ? cat("): choose another --out (--overwrite, which moves ", it, " aside, does not go with --resume)")
+              : cat("): pass --overwrite to move ", it, " aside, or choose another --out"));
+}
+
+// Copies a tokenizer file into --out, naming both on failure.
+void copy_into_out(const fs::path& from, const std::string& out) {
+  std::error_code ec;
+  fs::copy_file(from, fs::path(out) / from.filename(), fs::copy_options::overwrite_existing, ec);
+  if (ec) fail("pretrain", "--out ", out, ": cannot copy ", from.string(), " into it: ", ec.message());
+}
+
 }  // namespace
 
 DType dtype_option(const std::string& value, const std::string& command) {
@@ -242,10 +291,17 @@ int cmd_pretrain(const Args& args) {
   c.fused_head = vm.count("no-fused-head") == 0;
   check_integer("steps", c.steps, 1);
   check_integer("stop-after", c.stop_after, 0, kNoLimit, "0: run to the end");
+  if (c.stop_after > c.steps)
+    fail("option", "--stop-after ", c.stop_after, " is above --steps ", c.steps, ": the run ends at step ", c.steps,
+         " anyway (leave --stop-after out to run to the end)");
   if (vm.count("overwrite")) c.existing = train::ExistingRun::move_aside;
   const bool resume = vm.count("resume") > 0;
   if (resume && vm.count("overwrite")) fail("option", "--resume and --overwrite exclude each other");
   if (resume) resume_into(vm, resume_dir, c.run_dir);
+  if (!out.empty()) check_model_out(out, vm.count("overwrite") > 0, resume);
+  if (!cache_dir.empty()) check_output_dir("pretrain", "--cache-dir", cache_dir);
+  if (const std::string note = shrunk_warmup_note(vm, c, {shrunk_warmup(c, c.steps, "the run's")}); !note.empty())
+    std::cerr << "note: " << note << "\n";
   set_kd_loss(c.loss, loss_spec);
   c.device = device_option(device);
   c.compute_dtype = dtype_option(dtype);
@@ -274,14 +330,19 @@ int cmd_pretrain(const Args& args) {
     return kInterruptedStatus;
   }
   if (!out.empty()) {
+    // Again: --out may have been filled while the model trained. With --overwrite, what it holds
+    // is moved aside now that there is a model to take its place.
+    check_model_out(out, vm.count("overwrite") > 0, resume);
+    if (!train::run_dir_entries(out).empty())
+      std::cerr << "moved the earlier contents of --out " << out << " to " << train::move_run_aside(out, "pretrain")
+                << "\n";
     nn::save_model_dir(out, model.config(), r.params, r.state);
     // The tokenizer goes with the model, as in an HF model directory.
     if (hf) {
       const fs::path source = fs::path(hf->path()).parent_path();
-      fs::copy_file(hf->path(), fs::path(out) / "tokenizer.json", fs::copy_options::overwrite_existing);
-      if (fs::exists(source / "tokenizer_config.json"))
-        fs::copy_file(source / "tokenizer_config.json", fs::path(out) / "tokenizer_config.json",
-                      fs::copy_options::overwrite_existing);
+      copy_into_out(hf->path(), out);
+      std::error_code ec;
+      if (fs::exists(source / "tokenizer_config.json", ec)) copy_into_out(source / "tokenizer_config.json", out);
     }
   }
   if (!r.evals.empty()) std::cout << "validation perplexity " << r.evals.back().ppl << "\n";
@@ -432,7 +493,18 @@ DistilledOptions parse_distill_options(const Args& raw_args, const std::string& 
     if (s.variants.empty()) fail("option", "--attention ", v.attention, " with --phi ", v.affine.phi, " leaves no student");
     for (study::StudyVariant& variant : s.variants) variant.attention.rho = v.rho;
     if (!v.teacher_config.empty()) s.teacher_config = load_model_config("--teacher-config", v.teacher_config);
+    // Offline targets replace the teacher: its options, given, are not used; one line says so.
+    if (!s.teacher_logits.empty()) {
+      std::string unused;
+      for (const char* option : {"teacher", "teacher-steps", "teacher-config"})
+        if (vm.count(option) && !vm[option].defaulted()) unused += cat(unused.empty() ? "" : ", ", "--", option);
+      if (!unused.empty())
+        s.notes.push_back(cat("--teacher-logits ", s.teacher_logits, " stands in for the teacher: ", unused,
+                              unused.find(',') == std::string::npos ? " is" : " are", " not used"));
+    }
     if (check_files) {
+      // Before the teacher trains: its weights and the tokenized corpora are kept there.
+      if (!s.cache_dir.empty()) check_output_dir(command, "--cache-dir", s.cache_dir);
       if (s.teacher_logits.empty()) load_model_config("--teacher", s.teacher);
       load_model_config("--student", s.student);
     }
@@ -466,6 +538,14 @@ int cmd_distill(const Args& raw_args) {
     std::cout << s.recipe;
     return 0;
   }
+  std::error_code ec;
+  const bool pretrains_teacher = s.teacher_logits.empty() && s.teacher_steps > 0 && !fs::is_directory(s.teacher, ec);
+  if (std::string note = shrunk_warmup_note(
+          d.vm, s.train,
+          {shrunk_warmup(s.train, s.student_steps, "the students'"),
+           pretrains_teacher ? shrunk_warmup(s.train, s.teacher_steps, "the teacher's") : std::nullopt});
+      !note.empty())
+    s.notes.push_back(std::move(note));
   s.train.progress = isatty(STDERR_FILENO);  // a live bar on a terminal, plain lines in logs
   train::install_interrupt_handler();
   study::StudyResult r = study::run_study(s);

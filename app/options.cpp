@@ -3,6 +3,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "tensor/ops.hpp"
@@ -126,6 +127,24 @@ uint64_t parse_u64_option(std::string_view option, const std::string& text) {
   if (text.empty() || text[0] == '-' || text[0] == '+' || ec != std::errc() || p != end)
     out_of_range(option, text, cat("an integer in [0, ", std::numeric_limits<uint64_t>::max(), "]"), "");
   return value;
+}
+
+void check_output_dir(std::string_view op, std::string_view option, const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(dir, ec);
+  if (ec == std::errc::not_a_directory)
+    fail(op, option, " ", dir, ": a file is in the way on its path (", option, " names a directory)");
+  if (ec && ec != std::errc::no_such_file_or_directory) fail(op, option, " ", dir, ": ", ec.message());
+  if (fs::exists(status) && !fs::is_directory(status))
+    fail(op, option, " ", dir, ": a file of that name is in the way (", option, " names a directory)");
+}
+
+void create_output_dir(std::string_view op, std::string_view option, const std::string& dir) {
+  check_output_dir(op, option, dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(op, option, " ", dir, ": cannot create the directory: ", ec.message());
 }
 
 }  // namespace cotan::app

@@ -67,4 +67,13 @@ void check_affine_options_apply(const AffineOptions& affine, bool affine_chosen,
 // An unsigned 64-bit integer written in decimal digits (no sign).
 uint64_t parse_u64_option(std::string_view option, const std::string& text);
 
+// An option naming an output directory (`option` with its dashes, e.g. "--out"). check_output_dir
+// refuses a path where something other than a directory is in the way, before any work:
+//   [teacher-logits] --out topk.bin: a file of that name is in the way (--out names a directory)
+//   [distill] --cache-dir notes.txt/cache: a file is in the way on its path (--cache-dir names a directory)
+// create_output_dir creates it (and its parents), naming the option and the reason on failure:
+//   [teacher-logits] --out /proc/x: cannot create the directory: No such file or directory
+void check_output_dir(std::string_view op, std::string_view option, const std::string& dir);
+void create_output_dir(std::string_view op, std::string_view option, const std::string& dir);
+
 }  // namespace cotan::app

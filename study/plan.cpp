@@ -40,7 +40,8 @@ double param_count(const nn::ModelConfig& c) { return double(nn::CausalLM(c).num
 }  // namespace
 
 MemoryPlan plan_memory(const PlanInputs& in) {
-  const double n = double(in.micro_batch * in.seq_len), t = double(in.seq_len);
+  // In doubles: micro_batch x seq_len may pass int64's range in a plan of absurd sizes.
+  const double n = double(in.micro_batch) * double(in.seq_len), t = double(in.seq_len);
   const double c = bytes_of(in.compute), master = bytes_of(in.master);
   const double moment = in.master == DType::f64 ? 8 : 4;
   const Widths s = widths(in.student);

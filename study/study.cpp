@@ -679,11 +679,15 @@ std::string comparison_markdown(const Outcomes& outcomes, const StudyConfig& con
   std::vector<std::string> names{"attention", "delta params"};
   for (const Column& c : columns) names.push_back(c.name);
   Table table(names);
+  bool unmeasured = false;
   for (const auto& runs : outcomes) {
     std::vector<std::string> cells{runs[0].variant, std::to_string(runs[0].overhead)};
     for (const Column& c : columns) {
       const std::vector<double> values = column_values(c, runs);
-      if (config.seeds > 1) {
+      if (std::all_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) {
+        cells.push_back("n/a");  // not measured: val ppl without validation data, say
+        unmeasured = true;
+      } else if (config.seeds > 1) {
         cells.push_back(format_summary(summarize(values), 4));
       } else {
         cells.push_back(c.count ? std::to_string(std::llround(values[0])) : format_number(values[0], 4));
@@ -700,6 +704,7 @@ std::string comparison_markdown(const Outcomes& outcomes, const StudyConfig& con
                            "- attention: the variant; delta params: parameters over the softmax student's\n");
   if (teacher) legend += cat("- ", teacher->variant, ": the teacher, scored with the same evaluation\n");
   for (const Column& c : columns) legend += cat("- ", c.name, ": ", c.meaning, "\n");
+  if (unmeasured) legend += "- n/a: not measured (val ppl: the data has no validation batches)\n";
   return table.markdown() + legend;
 }
 
@@ -776,6 +781,7 @@ StudyResult run_study(StudyConfig config) {
   // Every input is checked before the first write.
   const StudyInputs in = read_inputs(config);
   const RunDirLock lock = open_run_dir(config, run_dir, study_json(config, in));
+  for (const std::string& note : config.notes) std::cerr << "note: " << note << "\n";
   std::cout << "data: " << in.data_path << " (" << in.data.train.size() << " training and " << in.data.val.size()
             << " validation tokens)\n" << std::flush;
 

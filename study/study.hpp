@@ -69,6 +69,9 @@ struct StudyConfig {
   // The resolved recipe (app/recipe_args.hpp): written to recipe.toml beside study.json, so that
   // `cotan distill --recipe <run dir>/recipe.toml` replays the study. Empty: none is written.
   std::string recipe;
+  // Lines that say which of two given options wins ("note: ..."), printed to stderr once the inputs
+  // are checked and the run directory is taken.
+  std::vector<std::string> notes;
 };
 
 struct StudyResult {

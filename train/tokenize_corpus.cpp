@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "util/atomic_file.hpp"
+#include "util/checksum.hpp"
 #include "util/error.hpp"
 #include "util/hash.hpp"
 #include "util/json.hpp"
@@ -117,7 +118,7 @@ TokenizeSummary tokenize_corpus(const TokenizeJob& job, const CorpusTokenizer& t
   const fs::path out = job.out_dir;
   std::error_code ec;
   if (fs::is_directory(out, ec)) {
-    for (const fs::directory_entry& e : fs::directory_iterator(out)) {
+    for (const fs::directory_entry& e : fs::directory_iterator(out, ec)) {
       const std::string name = e.path().filename().string();
       if (name.ends_with(".tok"))
         fail("tokenize", out.string(), " already holds token shards (", name, "); remove them or choose another --out");
@@ -271,12 +272,18 @@ TokenData load_corpus_tokens(const std::string& path, const CorpusTokenizer& tok
   key["strict"] = corpus.strict;
   key["val_fraction"] = val_fraction;
   key["seed"] = seed;
+  // The files' contents too: a corpus rewritten with the same size and modification time is
+  // another corpus. Hashing reads the files once more, far faster than tokenizing them.
   Json files = Json::array();
   for (const std::string& file : text::corpus_files(path)) {
+    const FileChecksum sum = checksum_file(file, "data");
     Json f = Json::object();
     f["path"] = fs::absolute(file).string();
-    f["bytes"] = fs::file_size(file, ec);
+    f["bytes"] = sum.bytes;
     f["mtime"] = int64_t(fs::last_write_time(file, ec).time_since_epoch().count());
+    char xxh3[17];
+    std::snprintf(xxh3, sizeof xxh3, "%016llx", static_cast<unsigned long long>(sum.xxh3));
+    f["xxh3_64"] = xxh3;
     files.push_back(f);
   }
   key["files"] = files;

@@ -81,7 +81,8 @@ std::string shard_name(std::string_view split, size_t index);
 // corpus (files, JSONL, directories; compressed or not) read with the byte tokenizer is
 // load_tokens' in-memory encoding; with an HF tokenizer it is tokenized once into
 // cache_dir/tokens/<key>/, keyed by the tokenizer's hash, its end-of-sequence id, the corpus files'
-// paths, sizes and modification times, the text field and the split, and read from there after.
+// paths, sizes, modification times and contents (XXH3-64), the text field and the split, and read
+// from there after: a corpus rewritten in place, whatever its size and time, is tokenized anew.
 TokenData load_corpus_tokens(const std::string& path, const CorpusTokenizer& tokenizer, double val_fraction,
                              uint64_t seed, const std::string& cache_dir, const text::CorpusOptions& corpus = {},
                              std::ostream* log = nullptr);

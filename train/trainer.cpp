@@ -98,17 +98,80 @@ int64_t numbered_step(const std::string& name) {
   return step;
 }
 
-// The checkpoint-<step> directories of run_dir, newest first.
-std::vector<fs::path> numbered_checkpoints(const fs::path& run_dir) {
+// Why dir, named checkpoint-<step>, is not a checkpoint this run wrote for that step; empty when
+// it is: its trainer.json records that step and the checksums of its files, whose sizes match (an
+// older checkpoint records no checksums, and is recognised by its step). A copy made by hand under
+// another step's name, a cut-short copy or a directory of anything else is not recognised.
+std::string unrecorded_reason(const fs::path& dir, int64_t step) {
+  const fs::path meta_path = dir / "trainer.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(meta_path, ec)) return "it has no trainer.json";
+  Json meta;
+  try {
+    meta = read_json_file(meta_path.string());
+  } catch (const Error&) {
+    return "its trainer.json does not parse";
+  }
+  const Json* recorded = find_member(meta, "step");
+  if (!recorded || !recorded->is_number_integer()) return "its trainer.json records no step";
+  if (recorded->get<int64_t>() != step) return cat("its trainer.json records step ", recorded->get<int64_t>());
+  if (const Json* checksums = find_member(meta, "checksums")) {
+    for (const char* name : kCheckpointFiles) {
+      const Json* entry = find_member(*checksums, name);
+      const Json* bytes = entry ? find_member(*entry, "bytes") : nullptr;
+      if (!bytes || !bytes->is_number_unsigned()) return cat("its trainer.json records no checksum of ", name);
+      const uintmax_t size = fs::file_size(dir / name, ec);
+      if (ec || size != bytes->get<uintmax_t>()) return cat(name, " is not the file its trainer.json records");
+    }
+  }
+  return "";
+}
+
+// The checkpoint-<step> directories of run_dir that this run wrote (unrecorded_reason), newest
+// first; the other directories of such names go to `others` when given, with the reason.
+std::vector<fs::path> numbered_checkpoints(const fs::path& run_dir,
+                                           std::vector<std::pair<fs::path, std::string>>* others = nullptr) {
   std::vector<std::pair<int64_t, fs::path>> found;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(run_dir, ec))
-    if (int64_t step = numbered_step(entry.path().filename().string()); step >= 0 && entry.is_directory(ec))
+  for (const auto& entry : fs::directory_iterator(run_dir, ec)) {
+    const int64_t step = numbered_step(entry.path().filename().string());
+    if (step < 0 || !entry.is_directory(ec)) continue;
+    if (std::string reason = unrecorded_reason(entry.path(), step); reason.empty())
       found.emplace_back(step, entry.path());
+    else if (others)
+      others->emplace_back(entry.path(), std::move(reason));
+  }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<fs::path> out;
   for (auto& item : found) out.push_back(std::move(item.second));
   return out;
+}
+
+// Says which checkpoint-<step> directories of run_dir are not this run's: they are neither
+// resumed from nor pruned.
+void report_unrecorded_checkpoints(const fs::path& run_dir) {
+  std::vector<std::pair<fs::path, std::string>> others;
+  numbered_checkpoints(run_dir, &others);
+  std::sort(others.begin(), others.end());
+  for (const auto& [dir, reason] : others)
+    std::cerr << "note: " << dir.string() << " is not a checkpoint this run wrote (" << reason
+              << "): it is left alone, never resumed from nor removed\n";
+}
+
+// Frees the name `path` for a checkpoint: a checkpoint this run wrote for that step (left by an
+// interrupted write) is removed; anything else there is moved to the first free PATH.old-N.
+void clear_checkpoint_name(const fs::path& path, int64_t step) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  if (unrecorded_reason(path, step).empty()) {
+    remove_or_fail(path);
+    return;
+  }
+  fs::path aside;
+  for (int k = 1; fs::exists(aside = cat(path.string(), ".old-", k), ec); ++k) {
+  }
+  std::cerr << "moving " << path.string() << " to " << aside.string() << ": it is not a checkpoint this run wrote\n";
+  rename_or_fail(path, aside);
 }
 
 // Writes the checkpoint of `step`: into checkpoint.tmp, then the previous checkpoint/ (of step
@@ -137,7 +200,7 @@ void write_checkpoint(const fs::path& run_dir, int64_t step, std::optional<int64
   write_file_atomically((tmp / "trainer.json").string(), {text}, "checkpoint");
   if (fs::exists(final_dir, ec)) {
     const fs::path numbered = run_dir / cat("checkpoint-", previous.value_or(0));
-    remove_or_fail(numbered);
+    clear_checkpoint_name(numbered, previous.value_or(0));
     rename_or_fail(final_dir, numbered);
   }
   rename_or_fail(tmp, final_dir);
@@ -173,10 +236,15 @@ CheckpointContents read_checkpoint(const fs::path& dir, const nn::LanguageModel&
   CheckpointContents c;
   c.step = f.required<int64_t>("step");
   c.loader = LoaderState::from_json(member(meta, "loader"));
-  for (auto& [name, t] : load_safetensors((dir / "model.safetensors").string())) c.params.emplace(name, cast(t, dtype));
+  // Copies that own their memory: the files' mappings end here, so that pruning the checkpoint
+  // later frees its disk space (a deleted file stays allocated while it is mapped).
+  auto owned = [](const Tensor& t, DType want) { return t.dtype() == want ? clone(t) : cast(t, want); };
+  for (auto& [name, t] : load_safetensors((dir / "model.safetensors").string())) c.params.emplace(name, owned(t, dtype));
   nn::check_params(model.param_specs(), c.params, (dir / "model.safetensors").string());
-  for (auto& [name, t] : load_safetensors((dir / "optimizer.safetensors").string())) c.optimizer.emplace(name, t);
-  for (auto& [name, t] : load_safetensors((dir / "state.safetensors").string())) c.state.buffers.emplace(name, t);
+  for (auto& [name, t] : load_safetensors((dir / "optimizer.safetensors").string()))
+    c.optimizer.emplace(name, owned(t, t.dtype()));
+  for (auto& [name, t] : load_safetensors((dir / "state.safetensors").string()))
+    c.state.buffers.emplace(name, owned(t, t.dtype()));
   if (f.required<int64_t>("optimizer_steps") != c.step) fail("resume", dir.string(), ": optimizer and trainer steps differ");
   return c;
 }
@@ -196,6 +264,19 @@ fs::path find_checkpoint(const fs::path& run_dir) {
   for (const fs::path& dir : candidates)
     if (is_complete(dir)) return dir;
   return {};
+}
+
+// Whether run_dir holds a run that stopped before its first checkpoint (killed or failed early):
+// no checkpoint to resume from, what a run writes and nothing else, and some trace of the run:
+// its metrics.jsonl, or the .lock it left (`left_lock`: the lock file was there before this run
+// took it). Starting it over loses nothing.
+bool stopped_before_checkpoint(const fs::path& run_dir, bool left_lock) {
+  if (!find_checkpoint(run_dir).empty()) return false;
+  const std::vector<std::string> found = run_dir_entries(run_dir.string());
+  if (found.empty() && !left_lock) return false;
+  for (const std::string& name : found)
+    if (name != "metrics.jsonl" && name != "checkpoint" && name != "checkpoint.tmp") return false;
+  return true;
 }
 
 // After the checkpoint `chosen` was read and verified: puts it at checkpoint/ and removes what an
@@ -431,8 +512,8 @@ EvalRecord evaluate(const nn::LanguageModel& student, const nn::Params& params, 
   // not report, and any ratio inside (0, 1) computes the KD loss and the CE.
   LossConfig both = loss;
   both.kd_ratio = 0.5;
+  if (batches.empty()) fail("eval", "no validation batches: nothing to evaluate (a loss of 0 would be a lie)");
   EvalRecord r;
-  if (batches.empty()) return r;
   if (teacher.distills()) r.kd = 0.0;
   for (const Batch& b : batches) {
     const LossParts parts = objective(student, teacher, params, st, b, both, fused_head).first;
@@ -599,14 +680,29 @@ TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State s
   // Every check above and the checkpoint's below come before the first write. The lock comes
   // first of all that touches the directory: it creates it, and nothing else.
   const fs::path run_dir(config.run_dir);
-  if (resume && find_checkpoint(run_dir).empty())
+  auto no_checkpoint = [&] {
     fail("resume", (run_dir / "checkpoint").string(), ": no checkpoint to resume from");
+  };
+  std::error_code ec;
+  const bool left_lock = fs::exists(run_dir / kLockFileName, ec);  // before this run takes it
+  if (resume && find_checkpoint(run_dir).empty() && !stopped_before_checkpoint(run_dir, left_lock)) no_checkpoint();
   const RunDirLock lock(run_dir.string(), resume ? "resume" : "train");
   int64_t start = 0;
   fs::path saved_dir;
   if (resume) {
     saved_dir = find_checkpoint(run_dir);  // again: another run may have changed it before the lock
-    if (saved_dir.empty()) fail("resume", (run_dir / "checkpoint").string(), ": no checkpoint to resume from");
+    if (saved_dir.empty() && !stopped_before_checkpoint(run_dir, left_lock)) no_checkpoint();
+  }
+  // Resuming a run that stopped before its first checkpoint, or a new run over one, starts it over.
+  if (saved_dir.empty() && config.existing != ExistingRun::move_aside && stopped_before_checkpoint(run_dir, left_lock)) {
+    const std::vector<std::string> found = run_dir_entries(run_dir.string());
+    std::cerr << "starting over in " << run_dir.string() << ": the run there stopped before its first checkpoint"
+              << (found.empty() ? std::string() : " (removing " + describe_entries(run_dir.string(), found) + ")")
+              << "\n";
+    for (const std::string& name : found) remove_or_fail(run_dir / name);
+  }
+  if (!saved_dir.empty()) {
+    report_unrecorded_checkpoints(run_dir);
     CheckpointContents saved = read_checkpoint(saved_dir, student, fields, dtype);
     loader.restore(saved.loader);
     opt.load_state(saved.optimizer, saved.step);
@@ -616,6 +712,9 @@ TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State s
   } else if (const auto found = run_dir_entries(run_dir.string()); !found.empty()) {
     switch (config.existing) {
       case ExistingRun::refuse:
+        if (!has_checkpoint(run_dir.string()))
+          fail("train", run_dir.string(), " already holds files (", describe_entries(run_dir.string(), found),
+               "): pass --overwrite to move them aside, or choose another --run-dir");
         fail("train", run_dir.string(), " already holds a run (", describe_entries(run_dir.string(), found),
              "): continue it with --resume ", run_dir.string(), ", or pass --overwrite to move it aside");
       case ExistingRun::move_aside:
@@ -627,13 +726,19 @@ TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State s
         break;
     }
   }
+  const bool resuming = !saved_dir.empty();
+  // An empty validation split is reported as absent, never as a loss of 0.
+  if (val.empty())
+    std::cerr << "note: no validation batches (the validation split holds " << data.val.size()
+              << " tokens; a window takes seq_len + 1 = " << config.seq_len + 1
+              << "): the run reports no validation loss\n";
   // Initialised and loaded on the CPU, trained on the device (the same starting bits anywhere).
   params = nn::to(params, device);
   state = nn::to(state, device);
 
   const fs::path metrics_path = run_dir / "metrics.jsonl";
   double elapsed_before = 0;  // the run's wall time before this process resumed it
-  if (resume) {
+  if (resuming) {
     adopt_checkpoint(run_dir, saved_dir, start);
     elapsed_before = truncate_metrics(metrics_path, start);
   }
@@ -651,7 +756,7 @@ TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State s
   auto t0 = std::chrono::steady_clock::now();
   // A checkpoint of this run: the one resumed from, then each one written.
   std::optional<int64_t> last_good;
-  if (resume) last_good = start;
+  if (resuming) last_good = start;
   auto last_good_text = [&] {
     return last_good ? cat((run_dir / "checkpoint").string(), " at step ", *last_good)
                      : cat("none written yet in ", run_dir.string());
@@ -696,7 +801,7 @@ TrainResult fit(const nn::LanguageModel& student, nn::Params params, nn::State s
 
     MetricsRecord row{rec, alpha_stats(state), std::nullopt};
     bool last = step + 1 == config.steps;
-    if ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last) {
+    if (!val.empty() && ((config.eval_every > 0 && (step + 1) % config.eval_every == 0) || last)) {
       EvalRecord e = evaluate(student, nn::cast(params, config.compute_dtype), nn::cast(state, config.compute_dtype),
                               teacher, val, config.loss, config.fused_head);
       e.step = step;

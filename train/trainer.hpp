@@ -6,9 +6,11 @@
 //   metrics.jsonl      one JSON object per step: step (from 0), lr, loss, kd, ce, teacher_entropy
 //                      (each only when the step computed it), grad_norm (before clipping),
 //                      tokens_per_s, elapsed_s, alpha (mean and std per layer); evaluation rows
-//                      add "eval": {kd (when distilling), ce, ppl}. Everything but tokens_per_s and
-//                      elapsed_s is a deterministic function of the seed.
-//   .lock              flock'ed while a run uses the directory; holds its pid and command line
+//                      add "eval": {kd (when distilling), ce, ppl}; a run without validation
+//                      batches has none (and says so). Everything but tokens_per_s and elapsed_s
+//                      is a deterministic function of the seed.
+//   .lock              flock'ed while a run uses the directory; holds its pid and command line;
+//                      removed when the run ends
 //   checkpoint/        model.safetensors, optimizer.safetensors, state.safetensors (alpha_ma)
 //                      and trainer.json (step, loader state, configs, the XXH3-64 checksum of
 //                      each file); written to checkpoint.tmp (trainer.json last), then the
@@ -16,7 +18,12 @@
 //                      its place; keep_checkpoints bounds how many are kept. A crash never leaves
 //                      half a checkpoint: resuming takes checkpoint/, else a complete
 //                      checkpoint.tmp/, else the newest checkpoint-<step>/, verifies the
-//                      checksums, and cleans up what a crash left, saying so.
+//                      checksums, and cleans up what a crash left, saying so. Only the
+//                      checkpoint-<step>/ whose trainer.json records that step (and checksums
+//                      that fit its files) are the run's: others are reported, never resumed
+//                      from nor pruned. The resumed tensors are copies, the files unmapped.
+// A run stopped before its first checkpoint (only metrics.jsonl, a cut-short checkpoint.tmp or a
+// stale .lock) is started over in place, saying so, whether fit() is asked to resume or not.
 // Resuming from checkpoint/ continues bit for bit: the losses of 20 + 20 resumed steps equal
 // those of 40 uninterrupted steps, and metrics.jsonl equals the uninterrupted run's.
 //
