@@ -62,6 +62,7 @@ std::string shape_symbols(LayerDim rows, LayerDim cols) {
 struct Registry {
   std::mutex mutex;
   std::deque<AttentionKindInfo> rows;
+  Registry();  // the built-in rows
 };
 
 bool valid_name(std::string_view name, bool dots) {
@@ -130,20 +131,19 @@ AttentionKind add_row(Registry& r, AttentionKindInfo row) {
   return r.rows.back().kind;
 }
 
+Registry::Registry() {
+  for (AttentionKindInfo& row : detail::builtin_attention_kinds()) add_row(*this, std::move(row));
+  const AttentionKind order[] = {AttentionKind::softmax, AttentionKind::sink, AttentionKind::affine,
+                                 AttentionKind::gated, AttentionKind::affine_gated};
+  const std::string_view names[] = {"softmax", "sink", "affine", "gated", "affine_gated"};
+  for (size_t i = 0; i < std::size(order); ++i)
+    if (rows.size() <= order[i].index() || rows[order[i].index()].name != names[i])
+      fail("attention", "the built-in rows must list the kinds in AttentionKind's order, ", names[i], " at ", i);
+}
+
 Registry& registry() {
-  // Never destroyed: a static destructor elsewhere may still read a row.
-  static Registry* const r = [] {
-    auto* out = new Registry;
-    for (AttentionKindInfo& row : detail::builtin_attention_kinds()) add_row(*out, std::move(row));
-    const AttentionKind order[] = {AttentionKind::softmax, AttentionKind::sink, AttentionKind::affine,
-                                   AttentionKind::gated, AttentionKind::affine_gated};
-    const std::string_view names[] = {"softmax", "sink", "affine", "gated", "affine_gated"};
-    for (size_t i = 0; i < std::size(order); ++i)
-      if (out->rows.size() <= order[i].index() || out->rows[order[i].index()].name != names[i])
-        fail("attention", "the built-in rows must list the kinds in AttentionKind's order, ", names[i], " at ", i);
-    return out;
-  }();
-  return *r;
+  static Registry r;
+  return r;
 }
 
 }  // namespace

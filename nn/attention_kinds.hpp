@@ -97,15 +97,33 @@ struct KindBuffer {
   std::string update;   // what a training pass does to it, for help texts
 };
 
-// The parameters of the built-in kinds.
-inline const ExtraParam kAlphaProj{"alpha_proj.weight", LayerDim::heads, LayerDim::model, Init::normal, true,
-                                   "z = x W_alpha^T [B, T, H], alpha = phi(z)"};
-inline const ExtraParam kSinks{"sinks", LayerDim::heads, LayerDim::none, Init::zeros, false,
-                               "the sink logit sigma_h, in the softmax normaliser only"};
-inline const ExtraParam kGateProj{"gate_proj.weight", LayerDim::heads_x_head_dim, LayerDim::model, Init::normal, true,
-                                  "O' = O * sigmoid(x W_g^T), elementwise"};
-inline const KindBuffer kAlphaMa{"alpha_ma", LayerDim::heads, LayerDim::none, 0.0,
-                                 "alpha_ma <- rho alpha_ma + (1 - rho) mean of alpha over b and t, before use"};
+// The parameters and buffer of the built-in kinds, as constants: literal types, which no
+// initialisation order can catch half-built, that convert to the rows' ExtraParam and KindBuffer.
+struct BuiltinParam {
+  std::string_view name;
+  LayerDim rows, cols;
+  Init init;
+  bool decay;
+  std::string_view meaning;
+  operator ExtraParam() const { return {std::string(name), rows, cols, init, decay, std::string(meaning)}; }
+};
+
+struct BuiltinBuffer {
+  std::string_view name;
+  LayerDim rows, cols;
+  double initial;
+  std::string_view update;
+  operator KindBuffer() const { return {std::string(name), rows, cols, initial, std::string(update)}; }
+};
+
+inline constexpr BuiltinParam kAlphaProj{"alpha_proj.weight", LayerDim::heads, LayerDim::model, Init::normal, true,
+                                         "z = x W_alpha^T [B, T, H], alpha = phi(z)"};
+inline constexpr BuiltinParam kSinks{"sinks", LayerDim::heads, LayerDim::none, Init::zeros, false,
+                                     "the sink logit sigma_h, in the softmax normaliser only"};
+inline constexpr BuiltinParam kGateProj{"gate_proj.weight", LayerDim::heads_x_head_dim, LayerDim::model, Init::normal,
+                                        true, "O' = O * sigmoid(x W_g^T), elementwise"};
+inline constexpr BuiltinBuffer kAlphaMa{"alpha_ma", LayerDim::heads, LayerDim::none, 0.0,
+                                        "alpha_ma <- rho alpha_ma + (1 - rho) mean of alpha over b and t, before use"};
 
 // What a kind's hooks read besides their tensors.
 struct KindContext {

@@ -26,7 +26,7 @@ AttentionCoreFn builtin_core(CoreKind kind, bool fused) {
       const Tensor z = matmul(in.x, transpose(in.ps[kAlphaProj.name]));  // [B, T, H]
       core.alpha = contiguous(permute(phi(z, in.options.phi), {0, 2, 1}));  // [B, H, T]
       core.alpha_ma = next_alpha_ma(in.buffer(kAlphaMa.name), core.alpha, in.options.rho, in.st.training);
-      if (in.st.training) out.buffers[kAlphaMa.name] = core.alpha_ma;
+      if (in.st.training) out.buffers[std::string(kAlphaMa.name)] = core.alpha_ma;
     }
     out.o = fused ? attention_fused(core) : attention_composed(core);
     return out;

@@ -1,6 +1,7 @@
 // The kind of an attention core: which function of q, k and v the fused attention computes. The
-// layer-level kinds (nn/config.hpp: softmax, sink, affine, gated, affine_gated) map onto these
-// three; the gate is applied by the layer, outside the core.
+// built-in layer-level kinds (nn/attention_kinds.hpp: softmax, sink, affine, gated, affine_gated)
+// map onto these three; the gate is applied by the layer, outside the core. Kinds registered with
+// a core of their own use none of them.
 //   softmax: O = P V
 //   sink:    O = P V with a learnable sink logit per head in the normaliser
 //   affine:  O = alpha S + beta U (affine-scaled attention)

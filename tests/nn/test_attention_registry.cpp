@@ -7,6 +7,7 @@
 // cores run through the registry's path against the built-in one.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "autograd/autograd.hpp"
@@ -406,6 +408,34 @@ TEST_CASE("registration refuses a name taken and rows that are not well formed, 
         "[attention] cannot register attention kind 'sink_alike': the sink core reads the parameters sinks [H] and the "
         "buffers none; the row declares temperature [H] and none");
   CHECK(attention_kind_names() == before);  // nothing refused was added
+}
+
+TEST_CASE("threads register kinds and read the registry at once: each row once, under its own index") {
+  constexpr int kThreads = 4, kEach = 8;
+  std::vector<std::vector<AttentionKind>> kinds(kThreads);
+  std::vector<size_t> seen(kThreads);  // rows each thread read back beside the writers
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([i, &kinds, &seen] {
+      for (int j = 0; j < kEach; ++j) {
+        AttentionKindInfo row = temperature_row();
+        row.name = cat("concurrent_", i, "_", j);
+        kinds[size_t(i)].push_back(register_attention_kind(row));
+        for (const AttentionKindInfo& k : attention_kinds()) seen[size_t(i)] += k.name.starts_with("concurrent_");
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  for (size_t n : seen) CHECK(n >= size_t(kEach * (kEach + 1) / 2));  // at least its own rows, each time
+  std::vector<uint16_t> indices;
+  for (int i = 0; i < kThreads; ++i)
+    for (int j = 0; j < kEach; ++j) {
+      const AttentionKind kind = kinds[size_t(i)][size_t(j)];
+      CHECK(name_of(kind) == cat("concurrent_", i, "_", j));
+      CHECK(parse_attention_kind(cat("concurrent_", i, "_", j)) == kind);
+      indices.push_back(kind.index());
+    }
+  std::sort(indices.begin(), indices.end());
+  CHECK(std::adjacent_find(indices.begin(), indices.end()) == indices.end());
 }
 
 TEST_CASE("a core that breaks its contract is refused when it runs, naming the kind") {
