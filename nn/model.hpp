@@ -57,7 +57,9 @@ class CausalLM final : public LanguageModel {
   // An evaluation pass that also returns per-layer attention statistics (docs/attention.md, "Attention statistics").
   // With `weights_of_last_layer`, the last layer's analysis also holds batch row 0's attention
   // weights averaged over heads (AttentionStats::weights, [T, T]).
-  bool has_attention_stats() const override { return true; }
+  // The statistics read the Backend cores' weights: kinds registered with a core of their own
+  // have none (analyze refuses them, naming the kind).
+  bool has_attention_stats() const override { return attention_kind(config_.attention.kind).core.has_value(); }
   std::vector<LayerAnalysis> analyze(const Tensor& ids, const Params& ps, const State& st,
                                      bool weights_of_last_layer = false) const override;
 

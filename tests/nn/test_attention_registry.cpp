@@ -629,6 +629,7 @@ TEST_CASE("the built-in kinds through the registry's path: their composed and fu
     copy.core.reset();
     const AttentionKind registered = register_attention_kind(copy);
     CHECK_FALSE(CausalLM(micro(registered)).has_kv_cache());
+    CHECK_FALSE(CausalLM(micro(registered)).has_attention_stats());
     for (AttentionImpl impl : {AttentionImpl::fused, AttentionImpl::composed}) {
       CAPTURE(int(impl));
       ModelConfig a = small(builtin.kind), b = small(registered);
