@@ -18,6 +18,7 @@
 #include "nn/model_dir.hpp"
 #include "tensor/op_table.hpp"
 #include "text/tokenizer.hpp"
+#include "text/tokenizer_files.hpp"
 #include "study/study.hpp"
 #include "train/tokenize_corpus.hpp"
 
@@ -252,9 +253,9 @@ int cmd_pretrain(const Args& args) {
   c.progress = isatty(STDERR_FILENO);
   nn::CausalLM model(load_model_config("--config", config));
   if (tokenizer_path.empty() && fs::exists(fs::path(config) / "tokenizer.json")) tokenizer_path = config;
-  std::optional<text::Tokenizer> hf;
-  if (!tokenizer_path.empty()) {
-    hf.emplace(text::Tokenizer::load(tokenizer_path));
+  std::optional<text::Tokenizer> hf;  // none: the byte tokenizer (its tokenizer.json, too)
+  if (!tokenizer_path.empty()) hf = text::load_tokenizer(tokenizer_path);
+  if (hf) {
     if (hf->vocab_size() > model.config().vocab_size)
       fail("pretrain", hf->path(), " has ", hf->vocab_size(), " ids, more than the model's vocab_size ",
            model.config().vocab_size, " (", config, ")");
@@ -262,7 +263,8 @@ int cmd_pretrain(const Args& args) {
   text::CorpusOptions corpus;
   corpus.text_field = text_field;
   const std::string data_path = data.empty() ? train::default_corpus_path() : data;
-  train::TokenData tokens = train::load_corpus_tokens(data_path, train::CorpusTokenizer(hf ? &*hf : nullptr), 0.05, 0,
+  const train::CorpusTokenizer corpus_tokenizer(hf ? &*hf : nullptr);
+  train::TokenData tokens = train::load_corpus_tokens(data_path, corpus_tokenizer, 0.05, 0,
                                                       cache_dir.empty() ? study::default_cache_dir() : cache_dir, corpus,
                                                       &std::cerr);
   Generator gen(c.seed);
@@ -273,17 +275,9 @@ int cmd_pretrain(const Args& args) {
     std::cerr << "continue with: " << resume_command("pretrain", args, c.run_dir) << "\n";
     return kInterruptedStatus;
   }
-  if (!out.empty()) {
-    nn::save_model_dir(out, model.config(), r.params, r.state);
-    // The tokenizer goes with the model, as in an HF model directory.
-    if (hf) {
-      const fs::path source = fs::path(hf->path()).parent_path();
-      fs::copy_file(hf->path(), fs::path(out) / "tokenizer.json", fs::copy_options::overwrite_existing);
-      if (fs::exists(source / "tokenizer_config.json"))
-        fs::copy_file(source / "tokenizer_config.json", fs::path(out) / "tokenizer_config.json",
-                      fs::copy_options::overwrite_existing);
-    }
-  }
+  // The tokenizer goes with the model, as in an HF model directory: the HF tokenizer's files, or
+  // the byte tokenizer's.
+  if (!out.empty()) nn::save_model_dir(out, model.config(), r.params, r.state, corpus_tokenizer.model_dir_files());
   if (!r.evals.empty()) std::cout << "validation perplexity " << r.evals.back().ppl << "\n";
   std::cout << "run directory: " << c.run_dir << "\n";
   return 0;

@@ -31,10 +31,11 @@ class PromptCodec {
   virtual std::string name() const = 0;
 };
 
-// DIR/tokenizer.json when the directory has one, else the byte tokenizer when the model's
-// vocabulary is the byte tokenizer's 257 ids. Throws "[generate] DIR has no tokenizer.json, and
-// its vocab_size N is not the byte tokenizer's 257", or when the tokenizer has more ids than the
-// model's vocab_size; `command` names the errors' op.
+// DIR/tokenizer.json when the directory has one (the byte tokenizer when it is the byte
+// tokenizer's, text/tokenizer_files.hpp), else the byte tokenizer when the model's vocabulary is
+// the byte tokenizer's 257 ids. Throws "[generate] DIR has no tokenizer.json, and its vocab_size N
+// is not the byte tokenizer's 257", or when the tokenizer has more ids than the model's
+// vocab_size; `command` names the errors' op.
 std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size,
                                          const std::string& command = "generate");
 

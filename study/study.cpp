@@ -21,6 +21,7 @@
 #include "train/run_dir.hpp"
 #include "study/stats.hpp"
 #include "study/teacher_cache.hpp"
+#include "text/tokenizer_files.hpp"
 #include "train/tokenize_corpus.hpp"
 #include "util/atomic_file.hpp"
 #include "util/hash.hpp"
@@ -127,6 +128,11 @@ struct StudyInputs {
   StudyEvalData eval;  // with StudyConfig::eval
   std::optional<TopkData> topk;  // StudyConfig::teacher_logits
 };
+
+// The tokenizer files every model directory of the study holds (the study's tokenizer's).
+nn::ModelDirExtras model_dir_files(const StudyInputs& in) {
+  return CorpusTokenizer(in.tokenizer ? &*in.tokenizer : nullptr).model_dir_files();
+}
 
 // Everything in the config that determines the study's results (not run_dir, cache_dir or the
 // logging settings); resuming needs it unchanged.
@@ -247,8 +253,8 @@ StudyInputs read_inputs(const StudyConfig& config) {
     tokenizer_path = config.teacher;
   if (offline && !is_token_data(in.data_path))
     fail("distill", "--teacher-logits needs --data to be the token shards the targets were made from, got ", in.data_path);
-  if (!tokenizer_path.empty()) {
-    in.tokenizer.emplace(text::Tokenizer::load(tokenizer_path));
+  if (!tokenizer_path.empty()) in.tokenizer = text::load_tokenizer(tokenizer_path);  // none: the bytes
+  if (in.tokenizer) {
     if (in.tokenizer->vocab_size() > in.student.vocab_size)
       fail("distill", in.tokenizer->path(), " has ", in.tokenizer->vocab_size(), " ids, more than the student's vocab_size ",
            in.student.vocab_size, " (", config.student, ")");
@@ -355,7 +361,7 @@ std::optional<nn::LoadedModel> teacher_weights(const StudyConfig& config, const 
   auto [ps, st] = teacher.init(gen);
   TrainResult r = fit(teacher, ps, st, Teacher{}, in.data, tc, resume);
   if (r.interrupted) return std::nullopt;
-  nn::save_model_dir(teacher_dir.string(), in.teacher, r.params, r.state);
+  nn::save_model_dir(teacher_dir.string(), in.teacher, r.params, r.state, model_dir_files(in));
   write_file_atomically((teacher_dir / "key.json").string(), {dump_json(key, 2) + "\n"}, "distill");
   if (stop_requested().load()) return std::nullopt;
   return nn::LoadedModel{in.teacher, std::move(r.params), std::move(r.state)};
@@ -473,7 +479,7 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
   analyze_attention(student, ctx.analysis, out);
   out.eval = evaluate_for_study(config, ctx.in, student, out.result.params, out.result.state);
   nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, nn::to(out.result.params, Device::cpu()),
-                    nn::to(out.result.state, Device::cpu()));
+                     nn::to(out.result.state, Device::cpu()), model_dir_files(ctx.in));
   return out;
 }
 

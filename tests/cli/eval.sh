@@ -71,10 +71,12 @@ case_eval_bad_input() {
   eval_fails "--tasks: 'piqa' is not NAME=FILE" --model "$WORK/model" --tasks piqa
   eval_fails "nothing to evaluate" --model "$WORK/model"
   eval_fails "cannot open" --model "$WORK/model" --tasks "piqa=$WORK/nosuch.jsonl"
-  # A model whose vocabulary is not the byte tokenizer's, without a tokenizer.json.
+  # A model whose vocabulary is not the byte tokenizer's, without a tokenizer.json (pretrain --out
+  # writes the byte tokenizer's: removed here).
   make_config "$WORK/wide.json" softmax 300
   pretrain --config "$WORK/wide.json" --steps 2 --run-dir "$WORK/run-wide" --out "$WORK/wide" > /dev/null 2> "$STDERR" ||
     fail "pretrain failed: $(cat "$STDERR")"
+  rm "$WORK/wide/tokenizer.json"
   eval_fails "has no tokenizer.json, and its vocab_size 300 is not the byte tokenizer's 257" --model "$WORK/wide" \
     --ppl-data "$SAMPLES/ppl.txt"
   eval_fails "[eval]" --model "$WORK/wide" --tasks "boolq=$WORK/ok.jsonl"
