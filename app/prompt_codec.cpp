@@ -27,6 +27,7 @@ class HfCodec final : public PromptCodec {
   std::string decode(std::span<const int32_t> ids) const override { return tokenizer_.decode(ids, true); }
   std::optional<int32_t> eos() const override { return tokenizer_.eos_id(); }
   std::string name() const override { return tokenizer_.path(); }
+  const text::Tokenizer* hf() const override { return &tokenizer_; }
   int64_t vocab_size() const { return tokenizer_.vocab_size(); }
 
  private:

@@ -14,6 +14,10 @@
 
 #include "nn/model_dir.hpp"
 
+namespace cotan::text {
+class Tokenizer;
+}
+
 namespace cotan::app {
 
 class PromptCodec {
@@ -29,6 +33,8 @@ class PromptCodec {
   virtual std::optional<int32_t> eos() const = 0;
   // "the byte tokenizer" or the tokenizer.json's path.
   virtual std::string name() const = 0;
+  // The HF tokenizer; null for the byte tokenizer.
+  virtual const text::Tokenizer* hf() const { return nullptr; }
 };
 
 // DIR/tokenizer.json when the directory has one (the byte tokenizer when it is the byte
