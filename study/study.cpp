@@ -243,6 +243,21 @@ StudyInputs read_inputs(const StudyConfig& config) {
     in.student = nn::load_config(config.student);
   }
   in.student.attention = nn::AttentionConfig{};
+  // A preset student (tiny-student, ...) follows a teacher directory's vocabulary: its size here,
+  // its tokenizer and special token ids in the study's tokenizer files (the teacher's
+  // tokenizer.json by default). A config.json or model directory keeps its own, checked below.
+  std::error_code ec;
+  const bool preset_student = !fs::exists(config.student, ec);
+  const bool teacher_tokenizer = in.teacher_dir && config.tokenizer.empty() &&
+                                 fs::exists(fs::path(config.teacher) / "tokenizer.json", ec) &&
+                                 !text::is_byte_tokenizer_json(config.teacher);
+  if (in.teacher_dir && preset_student && (in.student.vocab_size != in.teacher.vocab_size || teacher_tokenizer)) {
+    in.student.vocab_size = in.teacher.vocab_size;
+    std::cout << "student: " << config.student << " takes the teacher's vocabulary (" << in.teacher.vocab_size << " ids)"
+              << (teacher_tokenizer ? cat(", tokenizer and special tokens (", (fs::path(config.teacher) / "tokenizer.json").string(), ")")
+                                    : std::string())
+              << "\n" << std::flush;
+  }
   if (offline) in.teacher = in.student;  // stands in for the checks below; never run
   if (in.teacher.vocab_size != in.student.vocab_size && !config.train.loss.slice_teacher_vocab)
     fail("distill", "teacher vocabulary ", in.teacher.vocab_size, " (", config.teacher, ") differs from the student's ",
