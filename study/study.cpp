@@ -849,6 +849,8 @@ StudyResult run_study(StudyConfig config) {
   write_file_atomically((run_dir / "table.md").string(), {markdown}, "distill");
   write_file_atomically((run_dir / "table.csv").string(), {comparison_csv(*outcomes, config, reference)}, "distill");
   write_figures(run_dir, figure_runs(*outcomes));
+  std::cout << std::flush;  // before the plotting script's own line
+  const FigureRendering figures = render_figures(run_dir);
 
   if (config.stats_window > config.student_steps)
     std::cout << "\nnote: the grad-norm window (" << config.stats_window << " steps) is longer than the runs ("
@@ -862,6 +864,7 @@ StudyResult run_study(StudyConfig config) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n" << markdown << "\n";
   if (!verdict_lines.empty()) std::cout << "paired verdicts (per-seed differences against softmax):\n" << verdict_text << "\n";
+  if (!figures.drawn) std::cout << "figures: " << figures.message << "\n";
   std::cout << "finished in " << format_number(seconds, 3) << " s; results in " << run_dir.string() << "\n";
   return {run_dir.string(), false};
 }
