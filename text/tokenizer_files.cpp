@@ -113,7 +113,11 @@ bool is_byte_tokenizer_json(const std::string& path) {
   // A byte tokenizer.json is about 5 KB; a real vocabulary is far larger and needs no parse.
   if (fs::file_size(file, ec) > 64 * 1024 || ec) return false;
   static const Json byte = byte_tokenizer();
-  return json_equal(read_json_file(file.string()), byte);
+  try {
+    return json_equal(read_json_file(file.string()), byte);
+  } catch (const Error&) {
+    return false;  // not JSON, so not the byte tokenizer's: Tokenizer::load says what is wrong
+  }
 }
 
 std::optional<Tokenizer> load_tokenizer(const std::string& path) {

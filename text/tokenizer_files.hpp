@@ -49,7 +49,7 @@ TokenizerFiles byte_tokenizer_files();
 
 // True when `path` (a tokenizer.json, or a directory holding one) is the byte tokenizer's: equal
 // as JSON to byte_tokenizer_json(). Readers of model directories take it for the byte tokenizer
-// itself (its shard identity, its codec). False when there is no such file.
+// itself (its shard identity, its codec). False when there is no such file or it is not JSON.
 bool is_byte_tokenizer_json(const std::string& path);
 // Tokenizer::load(path), or nullopt (the byte tokenizer) when `path` is the byte tokenizer's.
 std::optional<Tokenizer> load_tokenizer(const std::string& path);

@@ -219,6 +219,11 @@ TEST_CASE("the byte tokenizer's tokenizer.json is the one HF saves, and HF encod
   CHECK_FALSE(text::is_byte_tokenizer_json((kFixtures / "nowhere").string()));
   CHECK_FALSE(text::load_tokenizer(dir.string()).has_value());
   CHECK(text::load_tokenizer((kFixtures / "qwen2").string()).has_value());
+  // A file that is not JSON is not the byte tokenizer's; loading it is the reader's error.
+  TempDir tmp;
+  write_file(tmp / "broken.json", "{\"model\": ");
+  CHECK_FALSE(text::is_byte_tokenizer_json(tmp / "broken.json"));
+  CHECK(error_of([&] { text::load_tokenizer(tmp / "broken.json"); }).find("broken.json: not valid JSON") != std::string::npos);
   const std::vector<Document>& docs = documents();
   const std::vector<Expected> expected = expected_of(dir, docs);
   size_t bad = 0, replaced = 0;
