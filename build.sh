@@ -11,10 +11,11 @@ BUILD_DIR=build
 say() { printf '[build.sh] %s\n' "$*"; }
 
 # ---- packages ----
-# clang and libclang-rt-14-dev (libFuzzer) build the fuzz harnesses of tests/fuzz.
+# clang and libclang-rt-14-dev (libFuzzer) build the fuzz harnesses of tests/fuzz. python3-matplotlib
+# draws the study's figures (study/plot_figures.py, `cotan plot`).
 packages=(meson ninja-build g++ pkg-config libeigen3-dev libtbb-dev doctest-dev
           libboost-program-options-dev libboost-context-dev nlohmann-json3-dev libxxhash-dev libonig-dev libutf8proc-dev libicu-dev zlib1g-dev libzstd-dev zstd libtomlplusplus-dev fortunes ccache
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev python3-matplotlib)
 missing=()
 while read -r name status; do
   [[ "$status" == installed ]] || missing+=("$name")

@@ -39,7 +39,7 @@ std::string fixed(double value, int digits) {
 }  // namespace
 
 int cmd_eval(const Args& args) {
-  std::string model_dir, ppl_data, text_field, tasks_spec, metric, device_name, dtype_name;
+  std::string model_dir, ppl_data, text_field, tasks_spec, metric, device_name, dtype_name, ppl_mode_name;
   int64_t ppl_window = 0, ppl_stride = 0, limit = 0;
   po::options_description opts("cotan eval --model DIR [options]: perplexity and zero-shot accuracy (Table 1)");
   opts.add_options()("help,h", "show this help")("model", po::value(&model_dir)->value_name("DIR"),
@@ -49,6 +49,9 @@ int cmd_eval(const Args& args) {
       "ppl-window", po::value(&ppl_window)->default_value(0),
       "tokens per window (0: min(max_position_embeddings, 1024))")(
       "ppl-stride", po::value(&ppl_stride)->default_value(0), "tokens between windows (0: window / 2)")(
+      "ppl-mode", po::value(&ppl_mode_name)->default_value("stream"),
+      "stream: the file as one token stream, as HF's perplexity guide scores it; documents: each document with "
+      "the tokenizer's special tokens and an end-of-sequence token, as cotan tokenize joins them")(
       "tasks", po::value(&tasks_spec)->value_name("NAME=FILE,..."),
       "zero-shot tasks: winogrande, piqa, hellaswag, arc_challenge, arc_easy, boolq")(
       "limit", po::value(&limit)->default_value(0), "the first N examples of each task (0: all)")(
@@ -71,6 +74,7 @@ int cmd_eval(const Args& args) {
     fail("eval", "--metric ", metric, ": expected acc, acc_norm or acc_bytes");
   if (model_dir.empty()) fail("eval", "--model DIR is required (a model directory, such as pretrain --out writes)");
   if (ppl_data.empty() && tasks_spec.empty()) fail("eval", "nothing to evaluate: give --ppl-data FILE or --tasks NAME=FILE,...");
+  const eval::PerplexityMode ppl_mode = eval::parse_perplexity_mode(ppl_mode_name);
   const DType dtype = dtype_option(dtype_name, "eval");
   const Device device = device_option(device_name);
   const auto tasks = eval::parse_task_list(tasks_spec, "eval", "--tasks");
@@ -94,33 +98,35 @@ int cmd_eval(const Args& args) {
   std::ostringstream details;
   std::optional<eval::PerplexityResult> ppl;
   if (!ppl_data.empty()) {
-    // Documents joined as `cotan tokenize` joins them: each one's ids, then the EOS.
-    const std::vector<std::string> docs = text::read_documents(ppl_data, {.text_field = text_field});
-    std::vector<int32_t> ids;
-    int64_t bytes = 0;
-    for (const std::string& doc : docs) {
-      const std::vector<int32_t> doc_ids = codec->encode(doc);
-      ids.insert(ids.end(), doc_ids.begin(), doc_ids.end());
-      ids.push_back(eos);
-      bytes += int64_t(doc.size());
-    }
+    const eval::PerplexityText text = eval::perplexity_text(ppl_data, ppl_mode, text_field, codec->hf(), eos);
     const int64_t window = ppl_window > 0 ? ppl_window : std::min(loaded.config.max_position_embeddings, kDefaultPplWindow);
     const int64_t stride = ppl_stride > 0 ? ppl_stride : std::max<int64_t>(1, window / 2);
-    ppl = eval::perplexity(model, ps, st, ids, bytes, {.window = window, .stride = stride});
-    out["perplexity"] = {{"file", ppl_data},           {"ppl", ppl->perplexity()},  {"bits_per_byte", ppl->bits_per_byte()},
-                         {"nll", ppl->nll},            {"tokens", ppl->tokens},     {"bytes", ppl->bytes},
-                         {"documents", docs.size()},   {"window", window},          {"stride", stride},
+    ppl = eval::perplexity(model, ps, st, text.ids, text.bytes, {.window = window, .stride = stride});
+    out["perplexity"] = {{"file", ppl_data},
+                         {"mode", eval::name_of(ppl_mode)},
+                         {"ppl", ppl->perplexity()},
+                         {"token_ppl", ppl->token_perplexity()},
+                         {"bits_per_byte", ppl->bits_per_byte()},
+                         {"nll", ppl->nll},
+                         {"tokens", ppl->tokens},
+                         {"bytes", ppl->bytes},
+                         {"documents", text.documents},
+                         {"window", window},
+                         {"stride", stride},
                          {"windows", ppl->windows}};
     details << "eval: perplexity " << fixed(ppl->perplexity(), 4) << ", " << fixed(ppl->bits_per_byte(), 4)
-            << " bits per byte over " << ppl->tokens << " tokens (" << ppl->bytes << " bytes) of " << ppl_data
+            << " bits per byte over " << ppl->tokens << " tokens (" << ppl->bytes << " bytes) of " << ppl_data << " as "
+            << (ppl_mode == eval::PerplexityMode::stream ? "one token stream (HF's perplexity guide)"
+                                                          : cat(text.documents, " documents, each ending in the end-of-sequence token"))
             << ", window " << window << ", stride " << stride << "\n";
   }
 
-  const eval::Encode encode = [&codec](std::string_view text) { return codec->encode_plain(text); };
+  // Requests encoded as lm-evaluation-harness 0.4.13's HF backend encodes them.
+  const eval::HarnessEncoding harness = eval::harness_encoding(codec->hf(), eos);
   Json task_json = Json::object();
   std::vector<double> columns;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const eval::TaskScore s = eval::score_task(model, ps, st, examples[i], encode, {.prefix_id = eos});
+    const eval::TaskScore s = eval::score_task(model, ps, st, examples[i], harness.encode, harness.config());
     columns.push_back(metric_of(s, metric));
     task_json[tasks[i].first] = {{"file", tasks[i].second}, {"examples", s.examples}, {"acc", s.acc},
                                  {"acc_norm", s.acc_norm},   {"acc_bytes", s.acc_bytes},

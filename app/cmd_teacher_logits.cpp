@@ -21,6 +21,7 @@
 #include "tensor/error.hpp"
 #include "tensor/ops.hpp"
 #include "text/tokenizer.hpp"
+#include "text/tokenizer_files.hpp"
 #include "train/data.hpp"
 #include "train/teacher_topk.hpp"
 #include "util/checksum.hpp"
@@ -151,8 +152,11 @@ int cmd_teacher_logits(const Args& args) {
   const train::ShardFiles shards = train::shard_files(data);
   std::optional<train::ShardTokenizer> teacher_tokenizer;  // its tokenizer.json's, when it has one
   if (std::error_code ec; fs::exists(fs::path(teacher_dir) / "tokenizer.json", ec)) {
-    const text::Tokenizer t = text::Tokenizer::load(teacher_dir);
-    teacher_tokenizer = train::ShardTokenizer{t.hash(), uint32_t(t.vocab_size())};
+    if (const std::optional<text::Tokenizer> t = text::load_tokenizer(teacher_dir)) {
+      teacher_tokenizer = train::ShardTokenizer{t->hash(), uint32_t(t->vocab_size())};
+    } else {
+      teacher_tokenizer = train::kByteTokenizer;  // the byte tokenizer's tokenizer.json
+    }
   }
 
   // What each shard needs, checked before the teacher runs.

@@ -16,6 +16,7 @@
 #include "app/options.hpp"
 #include "tensor/error.hpp"
 #include "text/tokenizer.hpp"
+#include "text/tokenizer_files.hpp"
 #include "train/data.hpp"
 #include "train/tokenize_corpus.hpp"
 
@@ -94,7 +95,7 @@ int cmd_tokenize(const Args& args) {
     return 0;
   }
   std::optional<text::Tokenizer> hf;
-  if (vm.count("tokenizer")) hf.emplace(text::Tokenizer::load(vm["tokenizer"].as<std::string>()));
+  if (vm.count("tokenizer")) hf = text::load_tokenizer(vm["tokenizer"].as<std::string>());  // none: the byte tokenizer's
   const std::string eos = vm["eos"].as<std::string>();
   if (vm.count("decode")) {
     if (vm.count("input") || vm.count("out")) fail("tokenize", "--decode SHARD takes no inputs and no --out");

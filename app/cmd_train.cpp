@@ -18,6 +18,7 @@
 #include "nn/model_dir.hpp"
 #include "tensor/op_table.hpp"
 #include "text/tokenizer.hpp"
+#include "text/tokenizer_files.hpp"
 #include "study/study.hpp"
 #include "train/run_dir.hpp"
 #include "train/tokenize_corpus.hpp"
@@ -220,13 +221,6 @@ void check_model_out(const std::string& out, bool overwrite, bool resume) {
               : cat("): pass --overwrite to move ", it, " aside, or choose another --out"));
 }
 
-// Copies a tokenizer file into --out, naming both on failure.
-void copy_into_out(const fs::path& from, const std::string& out) {
-  std::error_code ec;
-  fs::copy_file(from, fs::path(out) / from.filename(), fs::copy_options::overwrite_existing, ec);
-  if (ec) fail("pretrain", "--out ", out, ": cannot copy ", from.string(), " into it: ", ec.message());
-}
-
 }  // namespace
 
 DType dtype_option(const std::string& value, const std::string& command) {
@@ -308,9 +302,9 @@ int cmd_pretrain(const Args& args) {
   c.progress = isatty(STDERR_FILENO);
   nn::CausalLM model(load_model_config("--config", config));
   if (tokenizer_path.empty() && fs::exists(fs::path(config) / "tokenizer.json")) tokenizer_path = config;
-  std::optional<text::Tokenizer> hf;
-  if (!tokenizer_path.empty()) {
-    hf.emplace(text::Tokenizer::load(tokenizer_path));
+  std::optional<text::Tokenizer> hf;  // none: the byte tokenizer (its tokenizer.json, too)
+  if (!tokenizer_path.empty()) hf = text::load_tokenizer(tokenizer_path);
+  if (hf) {
     if (hf->vocab_size() > model.config().vocab_size)
       fail("pretrain", hf->path(), " has ", hf->vocab_size(), " ids, more than the model's vocab_size ",
            model.config().vocab_size, " (", config, ")");
@@ -318,7 +312,8 @@ int cmd_pretrain(const Args& args) {
   text::CorpusOptions corpus;
   corpus.text_field = text_field;
   const std::string data_path = data.empty() ? train::default_corpus_path() : data;
-  train::TokenData tokens = train::load_corpus_tokens(data_path, train::CorpusTokenizer(hf ? &*hf : nullptr), 0.05, 0,
+  const train::CorpusTokenizer corpus_tokenizer(hf ? &*hf : nullptr);
+  train::TokenData tokens = train::load_corpus_tokens(data_path, corpus_tokenizer, 0.05, 0,
                                                       cache_dir.empty() ? study::default_cache_dir() : cache_dir, corpus,
                                                       &std::cerr);
   Generator gen(c.seed);
@@ -336,14 +331,9 @@ int cmd_pretrain(const Args& args) {
     if (!train::run_dir_entries(out).empty())
       std::cerr << "moved the earlier contents of --out " << out << " to " << train::move_run_aside(out, "pretrain")
                 << "\n";
-    nn::save_model_dir(out, model.config(), r.params, r.state);
-    // The tokenizer goes with the model, as in an HF model directory.
-    if (hf) {
-      const fs::path source = fs::path(hf->path()).parent_path();
-      copy_into_out(hf->path(), out);
-      std::error_code ec;
-      if (fs::exists(source / "tokenizer_config.json", ec)) copy_into_out(source / "tokenizer_config.json", out);
-    }
+    // The tokenizer goes with the model, as in an HF model directory: the HF tokenizer's files, or
+    // the byte tokenizer's.
+    nn::save_model_dir(out, model.config(), r.params, r.state, corpus_tokenizer.model_dir_files());
   }
   if (!r.evals.empty()) std::cout << "validation perplexity " << r.evals.back().ppl << "\n";
   std::cout << "run directory: " << c.run_dir << "\n";

@@ -20,6 +20,7 @@ int cmd_distill(const Args& args);    // cotan distill [--quick] [options]: the 
 int cmd_plan(const Args& args);       // cotan plan --recipe FILE --gpus N --gpu-memory SIZE: memory and time
 int cmd_generate(const Args& args);   // cotan generate --model DIR [--prompt TEXT] [options]
 int cmd_eval(const Args& args);       // cotan eval --model DIR [--ppl-data FILE] [--tasks NAME=FILE,...]
+int cmd_plot(const Args& args);       // cotan plot RUN_DIR: a study's figures drawn again from their CSVs
 int cmd_params(const Args& args);     // cotan params --config NAME --attention KIND [--json]
 int cmd_tokenize(const Args& args);   // cotan tokenize INPUT... --out DIR
 int cmd_teacher_logits(const Args& args);  // cotan teacher-logits --teacher DIR --data SHARDS --top-k K --out DIR

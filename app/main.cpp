@@ -30,6 +30,7 @@ constexpr Command commands[] = {
     {"pretrain", cotan::app::cmd_pretrain, "train a model (a teacher) with cross-entropy"},
     {"generate", cotan::app::cmd_generate, "text from a model directory, with a KV cache"},
     {"eval", cotan::app::cmd_eval, "perplexity and zero-shot accuracy of a model directory (Table 1)"},
+    {"plot", cotan::app::cmd_plot, "a study's figures drawn again from their CSVs, with matplotlib"},
     {"params", cotan::app::cmd_params, "parameter count of a config and its attention kind's overhead"},
     {"tokenize", cotan::app::cmd_tokenize, "corpora (text, JSONL, .gz, .zst) to token shards, with an HF tokenizer.json or bytes"},
     {"teacher-logits", cotan::app::cmd_teacher_logits, "a teacher's top-k log-probabilities over token shards, for distill --teacher-logits"},

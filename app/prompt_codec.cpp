@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "text/tokenizer.hpp"
+#include "text/tokenizer_files.hpp"
 #include "train/data.hpp"
 
 namespace cotan::app {
@@ -26,6 +27,7 @@ class HfCodec final : public PromptCodec {
   std::string decode(std::span<const int32_t> ids) const override { return tokenizer_.decode(ids, true); }
   std::optional<int32_t> eos() const override { return tokenizer_.eos_id(); }
   std::string name() const override { return tokenizer_.path(); }
+  const text::Tokenizer* hf() const override { return &tokenizer_; }
   int64_t vocab_size() const { return tokenizer_.vocab_size(); }
 
  private:
@@ -36,6 +38,12 @@ class HfCodec final : public PromptCodec {
 
 std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size, const std::string& command) {
   const std::filesystem::path path = std::filesystem::path(dir) / "tokenizer.json";
+  if (std::filesystem::exists(path) && text::is_byte_tokenizer_json(path.string())) {
+    if (vocab_size < train::kByteVocab)
+      fail(command, path.string(), " is the byte tokenizer's: ", train::kByteVocab, " ids, more than the model's vocab_size ",
+           vocab_size);
+    return std::make_unique<ByteCodec>();
+  }
   if (std::filesystem::exists(path)) {
     auto hf = std::make_unique<HfCodec>(path.string());
     if (hf->vocab_size() > vocab_size)

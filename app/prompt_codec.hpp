@@ -14,6 +14,10 @@
 
 #include "nn/model_dir.hpp"
 
+namespace cotan::text {
+class Tokenizer;
+}
+
 namespace cotan::app {
 
 class PromptCodec {
@@ -29,12 +33,15 @@ class PromptCodec {
   virtual std::optional<int32_t> eos() const = 0;
   // "the byte tokenizer" or the tokenizer.json's path.
   virtual std::string name() const = 0;
+  // The HF tokenizer; null for the byte tokenizer.
+  virtual const text::Tokenizer* hf() const { return nullptr; }
 };
 
-// DIR/tokenizer.json when the directory has one, else the byte tokenizer when the model's
-// vocabulary is the byte tokenizer's 257 ids. Throws "[generate] DIR has no tokenizer.json, and
-// its vocab_size N is not the byte tokenizer's 257", or when the tokenizer has more ids than the
-// model's vocab_size; `command` names the errors' op.
+// DIR/tokenizer.json when the directory has one (the byte tokenizer when it is the byte
+// tokenizer's, text/tokenizer_files.hpp), else the byte tokenizer when the model's vocabulary is
+// the byte tokenizer's 257 ids. Throws "[generate] DIR has no tokenizer.json, and its vocab_size N
+// is not the byte tokenizer's 257", or when the tokenizer has more ids than the model's
+// vocab_size; `command` names the errors' op.
 std::unique_ptr<PromptCodec> model_codec(const std::string& dir, int64_t vocab_size,
                                          const std::string& command = "generate");
 

@@ -7,6 +7,9 @@
 
 #include "autograd/autograd.hpp"
 #include "tensor/ops.hpp"
+#include "text/byte_tokenizer.hpp"
+#include "text/corpus.hpp"
+#include "text/decompress.hpp"
 #include "util/error.hpp"
 
 namespace cotan::eval {
@@ -64,7 +67,8 @@ size_t rstrip_end(std::string_view s) {
 
 }  // namespace
 
-double PerplexityResult::perplexity() const { return std::exp(nll / double(tokens)); }
+double PerplexityResult::perplexity() const { return std::exp(guide_nll / double(guide_tokens)); }
+double PerplexityResult::token_perplexity() const { return std::exp(nll / double(tokens)); }
 double PerplexityResult::bits_per_byte() const { return nll / std::numbers::ln2 / double(bytes); }
 
 PerplexityResult perplexity(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
@@ -78,42 +82,129 @@ PerplexityResult perplexity(const nn::LanguageModel& lm, const nn::Params& ps, c
   NoGrad no_grad;
   PerplexityResult result;
   result.bytes = bytes;
-  int64_t scored_end = 1;  // tokens [1, scored_end) are scored; token 0 never is
-  for (int64_t begin = 0; scored_end < n; begin += c.stride) {
+  int64_t previous_end = 0;
+  for (int64_t begin = 0; begin < n; begin += c.stride) {
     const int64_t end = std::min(begin + c.window, n);
-    // The window's inputs ids[begin, end - 1) predict ids[begin + 1, end); the first
-    // scored_end - begin - 1 of those predictions were scored by earlier windows.
-    std::vector<int32_t> in(ids.begin() + begin, ids.begin() + end - 1);
-    std::vector<int32_t> target(ids.begin() + begin + 1, ids.begin() + end);
-    const std::vector<double> lp = target_logprobs(lm, ps, st, {in}, {target})[0];
-    for (int64_t i = scored_end; i < end; ++i) result.nll -= lp[size_t(i - begin - 1)];
-    result.tokens += end - scored_end;
-    result.windows += 1;
-    scored_end = end;
+    // The guide's labels are tokens [previous_end, end); the window's first token has no context.
+    const int64_t first = std::max(previous_end, begin + 1);
+    if (first < end) {
+      // The window's inputs ids[begin, end - 1) predict ids[begin + 1, end).
+      std::vector<int32_t> in(ids.begin() + begin, ids.begin() + end - 1);
+      std::vector<int32_t> target(ids.begin() + begin + 1, ids.begin() + end);
+      const std::vector<double> lp = target_logprobs(lm, ps, st, {in}, {target})[0];
+      double window_nll = 0;
+      for (int64_t i = first; i < end; ++i) window_nll -= lp[size_t(i - begin - 1)];
+      result.nll += window_nll;
+      result.tokens += end - first;
+      result.windows += 1;
+      const int64_t weight = end - previous_end - 1;  // the guide's num_loss_tokens
+      result.guide_nll += window_nll / double(end - first) * double(weight);
+      result.guide_tokens += weight;
+    }
+    previous_end = end;
+    if (end == n) break;
   }
   return result;
+}
+
+const char* name_of(PerplexityMode mode) { return mode == PerplexityMode::stream ? "stream" : "documents"; }
+
+PerplexityMode parse_perplexity_mode(const std::string& name) {
+  if (name == "stream") return PerplexityMode::stream;
+  if (name == "documents") return PerplexityMode::documents;
+  fail("eval", "--ppl-mode ", name, ": expected stream or documents");
+}
+
+PerplexityText perplexity_text(const std::string& path, PerplexityMode mode, const std::string& text_field,
+                               const text::Tokenizer* tokenizer, int32_t eos) {
+  const auto encode = [tokenizer](std::string_view t) {
+    return tokenizer ? tokenizer->encode(t, true) : text::encode_bytes(t);
+  };
+  PerplexityText out;
+  if (mode == PerplexityMode::documents) {
+    for (const std::string& doc : text::read_documents(path, {.text_field = text_field})) {
+      const std::vector<int32_t> ids = encode(doc);
+      out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+      out.ids.push_back(eos);
+      out.bytes += int64_t(doc.size());
+      out.documents += 1;
+    }
+    return out;
+  }
+  std::string stream;
+  for (const std::string& file : text::corpus_files(path)) {
+    if (!stream.empty()) stream += "\n\n";
+    if (text::input_format(file) == text::InputFormat::jsonl) {
+      text::DocumentReader reader({file}, {.text_field = text_field});
+      std::string doc;
+      for (bool first = true; reader.next(doc); first = false) {
+        if (!first) stream += "\n\n";
+        stream += doc;
+        out.documents += 1;
+      }
+    } else {
+      const std::string text = text::read_all(file);
+      stream += text;
+      out.documents += int64_t(text::split_documents(text).size());
+    }
+  }
+  if (out.documents == 0) fail("data", path, ": the corpus is empty");
+  out.ids = encode(stream);
+  out.bytes = int64_t(stream.size());
+  return out;
+}
+
+std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_pair(std::string_view context,
+                                                                   std::string_view continuation,
+                                                                   const Encode& encode, const ChoiceConfig& c) {
+  std::vector<int32_t> context_ids, continuation_ids;
+  if (context.empty()) {
+    // The harness's loglikelihood: the prefix token stands for the context, unless the
+    // continuation's plain ids start with it.
+    continuation_ids = (c.plain ? c.plain : encode)(continuation);
+    if (!continuation_ids.empty() && continuation_ids.front() == c.prefix_id) {
+      context_ids.assign(continuation_ids.begin(), continuation_ids.begin() + 1);
+      continuation_ids.erase(continuation_ids.begin());
+    } else {
+      context_ids = {c.prefix_id};
+    }
+  } else {
+    // _encode_pair: the context's trailing whitespace goes to the continuation.
+    const size_t keep = rstrip_end(context);
+    const std::string moved = cat(context.substr(keep), continuation);
+    context = context.substr(0, keep);
+    const std::vector<int32_t> whole = encode(cat(context, moved));
+    context_ids = encode(context);
+    const size_t split = std::min(context_ids.size(), whole.size());
+    continuation_ids.assign(whole.begin() + ptrdiff_t(split), whole.end());
+    if (context_ids.empty()) context_ids = {c.prefix_id};
+  }
+  if (continuation_ids.empty()) fail("eval", "the continuation \"", continuation, "\" encodes to no tokens");
+  return {context_ids, continuation_ids};
 }
 
 std::pair<std::vector<int32_t>, std::vector<int32_t>> encode_pair(std::string_view context,
                                                                    std::string_view continuation,
                                                                    const Encode& encode, int32_t prefix_id) {
-  const size_t keep = rstrip_end(context);
-  const std::string moved = cat(context.substr(keep), continuation);
-  context = context.substr(0, keep);
-  std::vector<int32_t> context_ids, continuation_ids;
-  if (context.empty()) {
-    context_ids = {prefix_id};
-    continuation_ids = encode(moved);
-  } else {
-    const std::vector<int32_t> whole = encode(cat(context, moved));
-    context_ids = encode(context);
-    const size_t split = std::min(context_ids.size(), whole.size());
-    context_ids.assign(whole.begin(), whole.begin() + ptrdiff_t(split));
-    continuation_ids.assign(whole.begin() + ptrdiff_t(split), whole.end());
-    if (context_ids.empty()) context_ids = {prefix_id};
+  return encode_pair(context, continuation, encode, ChoiceConfig{.prefix_id = prefix_id});
+}
+
+HarnessEncoding harness_encoding(const text::Tokenizer* tokenizer, int32_t eos) {
+  HarnessEncoding h;
+  if (!tokenizer) {
+    // The byte tokenizer adds no special tokens; its prefix is the end of a document.
+    h.encode = h.plain = [](std::string_view t) { return text::encode_bytes(t); };
+    h.prefix_id = eos;
+    return h;
   }
-  if (continuation_ids.empty()) fail("eval", "the continuation \"", continuation, "\" encodes to no tokens");
-  return {context_ids, continuation_ids};
+  h.prefix_id = tokenizer->bos_id().value_or(eos);
+  const std::string prefix_text = tokenizer->decode(std::vector<int32_t>{h.prefix_id});
+  h.encode = [tokenizer, prefix_text](std::string_view t) {
+    const bool has_prefix = !prefix_text.empty() && t.starts_with(prefix_text);
+    return tokenizer->encode(t, !has_prefix);
+  };
+  h.plain = [tokenizer](std::string_view t) { return tokenizer->encode(t, false); };
+  return h;
 }
 
 std::vector<double> choice_logliks(const nn::LanguageModel& lm, const nn::Params& ps, const nn::State& st,
@@ -125,7 +216,7 @@ std::vector<double> choice_logliks(const nn::LanguageModel& lm, const nn::Params
   std::vector<size_t> first, count;
   size_t longest = 0;
   for (const McRequest& r : requests) {
-    auto [context_ids, continuation_ids] = encode_pair(r.context, r.continuation, encode, c.prefix_id);
+    auto [context_ids, continuation_ids] = encode_pair(r.context, r.continuation, encode, c);
     std::vector<int32_t> all = std::move(context_ids);
     all.insert(all.end(), continuation_ids.begin(), continuation_ids.end());
     const size_t from = all.size() > size_t(window) + 1 ? all.size() - size_t(window) - 1 : 0;

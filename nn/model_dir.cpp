@@ -144,7 +144,7 @@ std::vector<std::string> take_weights(Params& init, const Params& loaded, const 
 }
 
 void save_model_dir(const std::string& dir, const LanguageModel& model, const Params& params, const State& state,
-                    uint64_t max_shard_bytes) {
+                    const ModelDirExtras& extras, uint64_t max_shard_bytes) {
   check_params(model.param_specs(), params, dir);
   const State expected = model.init_state();
   for (const auto& [name, buffer] : expected.buffers) {
@@ -174,7 +174,9 @@ void save_model_dir(const std::string& dir, const LanguageModel& model, const Pa
     for (std::string& shard : save_sharded(dir, tensors, max_shard_bytes, metadata)) files.push_back(std::move(shard));
     files.push_back("model.safetensors.index.json");
   }
-  for (const ModelDirFile& f : model.export_files()) {
+  std::vector<ModelDirFile> written = model.export_files();
+  written.insert(written.end(), extras.files.begin(), extras.files.end());
+  for (const ModelDirFile& f : written) {
     const std::string path = (fs::path(dir) / f.name).string();
     if (f.remove) {
       fs::remove(path, ec);
@@ -182,15 +184,27 @@ void save_model_dir(const std::string& dir, const LanguageModel& model, const Pa
       write_file_atomically(path, {f.text}, "checkpoint");
     }
   }
-  std::string json = dump_json(model.export_config(), 2) + "\n";
+  Json config = model.export_config();
+  for (const auto& [key, value] : extras.config_fields) config[key] = parse_json(value);
+  std::string json = dump_json(config, 2) + "\n";
   write_file_atomically((fs::path(dir) / "config.json").string(), {json}, "checkpoint");
   const std::string manifest = dump_json(checksum_manifest(dir, files, "checkpoint"), 2) + "\n";
   write_file_atomically((fs::path(dir) / kChecksumsName).string(), {manifest}, "checkpoint");
 }
 
 void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
+                    const ModelDirExtras& extras, uint64_t max_shard_bytes) {
+  save_model_dir(dir, CausalLM(config), params, state, extras, max_shard_bytes);
+}
+
+void save_model_dir(const std::string& dir, const LanguageModel& model, const Params& params, const State& state,
                     uint64_t max_shard_bytes) {
-  save_model_dir(dir, CausalLM(config), params, state, max_shard_bytes);
+  save_model_dir(dir, model, params, state, ModelDirExtras{}, max_shard_bytes);
+}
+
+void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
+                    uint64_t max_shard_bytes) {
+  save_model_dir(dir, CausalLM(config), params, state, ModelDirExtras{}, max_shard_bytes);
 }
 
 }  // namespace cotan::nn

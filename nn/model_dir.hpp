@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/config.hpp"
@@ -45,13 +46,29 @@ LoadedModel load_model_dir(const std::string& dir, DType dtype = DType::f32,
 // loaded tensors `init` has no place for (another kind's extras), for the caller to report.
 std::vector<std::string> take_weights(Params& init, const Params& loaded, const std::string& source);
 
-// Writes config.json (model.export_config()), the files model.export_files() gives, and the
-// weights with the State's buffers (under their names, e.g. model.layers.0.self_attn.alpha_ma:
-// one file up to max_shard_bytes, shards beyond), each atomically. Params and buffers are checked
-// against model.param_specs() and model.init_state() first.
+// What a model directory holds for its tokenizer, beside the model (train::CorpusTokenizer's
+// model_dir_files() makes it): files such as tokenizer.json, tokenizer_config.json and
+// generation_config.json, and the special token ids config.json records, as JSON text
+// (("eos_token_id", "2"), ("eos_token_id", "[128001, 128009]"), ("pad_token_id", "null")).
+struct ModelDirExtras {
+  std::vector<ModelDirFile> files;
+  std::vector<std::pair<std::string, std::string>> config_fields;
+};
+
+// Writes config.json (model.export_config(), with extras.config_fields set in it), the files
+// model.export_files() and extras.files give, and the weights with the State's buffers (under
+// their names, e.g. model.layers.0.self_attn.alpha_ma: one file up to max_shard_bytes, shards
+// beyond), each atomically. Params and buffers are checked against model.param_specs() and
+// model.init_state() first. checksums.json covers the weights only: config.json and the
+// tokenizer's files are texts a user may edit.
+void save_model_dir(const std::string& dir, const LanguageModel& model, const Params& params, const State& state,
+                    const ModelDirExtras& extras, uint64_t max_shard_bytes = uint64_t(4) << 30);
+// The same for the CausalLM of `config`.
+void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
+                    const ModelDirExtras& extras, uint64_t max_shard_bytes = uint64_t(4) << 30);
+// Without extras: the model alone (no tokenizer files).
 void save_model_dir(const std::string& dir, const LanguageModel& model, const Params& params, const State& state,
                     uint64_t max_shard_bytes = uint64_t(4) << 30);
-// The same for the CausalLM of `config`.
 void save_model_dir(const std::string& dir, const ModelConfig& config, const Params& params, const State& state,
                     uint64_t max_shard_bytes = uint64_t(4) << 30);
 

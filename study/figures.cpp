@@ -1,16 +1,28 @@
-// The study's figures and their tidy CSVs (study/figures.hpp).
+// The study's figures: their tidy CSVs, drawn by study/plot_figures.py (study/figures.hpp).
 #include "study/figures.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 
 #include "tensor/error.hpp"
-#include "study/plot.hpp"
 #include "study/stats.hpp"
 #include "util/atomic_file.hpp"
+
+extern char** environ;
+
+namespace cotan::study::detail {
+extern const char* const kPlotFiguresScript;  // study/plot_figures.py, embedded at build time
+}
 
 namespace cotan::study {
 
@@ -23,46 +35,6 @@ std::string exact(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
-}
-
-// The mean, smallest and largest of the finite values (NaN when none is).
-struct Spread {
-  double mean = NAN, lo = NAN, hi = NAN;
-};
-
-Spread spread(const std::vector<double>& xs) {
-  Spread s;
-  double sum = 0;
-  int n = 0;
-  for (double x : xs) {
-    if (!std::isfinite(x)) continue;
-    sum += x;
-    s.lo = n == 0 ? x : std::min(s.lo, x);
-    s.hi = n == 0 ? x : std::max(s.hi, x);
-    ++n;
-  }
-  if (n > 0) s.mean = sum / n;
-  return s;
-}
-
-// One curve per variant, x from its first seed's run: the mean of y over seeds, with the min-max
-// band when there are several.
-std::vector<Series> curves(const std::vector<std::vector<FigureRun>>& runs,
-                           const std::function<const std::vector<double>&(const FigureRun&)>& xs,
-                           const std::function<const std::vector<double>&(const FigureRun&)>& ys) {
-  std::vector<Series> out;
-  for (const auto& seeds : runs) {
-    Series s{seeds.at(0).variant, xs(seeds[0]), {}};
-    for (size_t i = 0; i < s.x.size(); ++i) {
-      std::vector<double> at;
-      for (const FigureRun& r : seeds) at.push_back(i < ys(r).size() ? ys(r)[i] : NAN);
-      const Spread sp = spread(at);
-      s.y.push_back(sp.mean);
-      if (seeds.size() > 1) s.lo.push_back(sp.lo), s.hi.push_back(sp.hi);
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
 }
 
 // The tidy CSV of a per-step or per-layer figure: one row per run and index.
@@ -79,15 +51,6 @@ std::string tidy_csv(const std::vector<std::vector<FigureRun>>& runs, const std:
   return t.csv();
 }
 
-std::string seeds_note(const std::vector<std::vector<FigureRun>>& runs) {
-  const size_t n = runs.empty() ? 0 : runs[0].size();
-  return n > 1 ? cat(" (mean of ", n, " seeds, band: min to max)") : "";
-}
-
-}  // namespace
-
-namespace {
-
 // prefix + the variant with each run of other characters than letters, digits, '.', '-' and '_'
 // as one '_', none at the end.
 std::string figure_name(const std::string& prefix, const std::string& variant) {
@@ -103,7 +66,7 @@ std::string figure_name(const std::string& prefix, const std::string& variant) {
   return out;
 }
 
-// The weight-sum histogram and its CSV (study/figures.hpp).
+// The weight-sum histogram's CSV (study/figures.hpp).
 void write_weight_sum_histogram(const fs::path& dir, const std::vector<std::vector<FigureRun>>& runs) {
   double lo = INFINITY, hi = -INFINITY;
   for (const auto& seeds : runs)
@@ -118,71 +81,30 @@ void write_weight_sum_histogram(const fs::path& dir, const std::vector<std::vect
   auto edge = [&](int b) { return b == kWeightSumBins ? hi : lo + b * width; };
 
   Table t({"variant", "seed", "bin", "bin_lo", "bin_hi", "count", "fraction"});
-  std::vector<Series> outlines;
   for (const auto& seeds : runs) {
-    std::vector<int64_t> pooled(kWeightSumBins, 0);
-    int64_t pooled_n = 0;
     for (const FigureRun& r : seeds) {
       std::vector<int64_t> counts(kWeightSumBins, 0);
       int64_t n = 0;
       for (double w : r.weight_sums)
         if (std::isfinite(w)) ++counts[size_t(bin_of(w))], ++n;
-      for (int b = 0; b < kWeightSumBins; ++b) {
+      for (int b = 0; b < kWeightSumBins; ++b)
         t.add_row({r.variant, cat(r.seed), cat(b), exact(edge(b)), exact(edge(b + 1)), cat(counts[size_t(b)]),
                    exact(n > 0 ? double(counts[size_t(b)]) / double(n) : NAN)});
-        pooled[size_t(b)] += counts[size_t(b)];
-      }
-      pooled_n += n;
     }
-    // The outline of the bars: up and down at each edge, along the top of each bin.
-    Series s{seeds[0].variant, {edge(0)}, {0.0}};
-    for (int b = 0; b < kWeightSumBins; ++b) {
-      const double f = pooled_n > 0 ? double(pooled[size_t(b)]) / double(pooled_n) : 0.0;
-      s.x.insert(s.x.end(), {edge(b), edge(b + 1)});
-      s.y.insert(s.y.end(), {f, f});
-    }
-    s.x.push_back(hi);
-    s.y.push_back(0.0);
-    outlines.push_back(std::move(s));
   }
-  const std::string base = (dir / "weight_sum_hist").string();
-  const size_t n_seeds = runs[0].size();
-  line_plot(base + ".png",
-            cat("Per-query weight sum", n_seeds > 1 ? cat(" (", n_seeds, " seeds pooled)") : std::string()),
-            "sum_j A_ij", "fraction of queries", outlines);
-  write_file_atomically(base + ".csv", {t.csv()}, "figures");
+  write_file_atomically((dir / "weight_sum_hist.csv").string(), {t.csv()}, "figures");
 }
 
-// The attention heatmaps and their CSVs (study/figures.hpp): seed 0 of each variant.
+// The attention heatmaps' CSVs (study/figures.hpp): seed 0 of each variant, its visible pairs.
 void write_attention_heatmaps(const fs::path& dir, const std::vector<std::vector<FigureRun>>& runs) {
-  HeatmapScale scale;
-  scale.label = "A_ij, mean over heads";
-  double lo = INFINITY, hi = -INFINITY;
-  for (const auto& seeds : runs) {
-    const auto& a = seeds[0].attention;
-    for (size_t i = 0; i < a.size(); ++i)
-      for (size_t j = 0; j <= i && j < a[i].size(); ++j)
-        if (std::isfinite(a[i][j])) lo = std::min(lo, a[i][j]), hi = std::max(hi, a[i][j]);
-  }
-  if (lo <= hi) scale.lo = lo, scale.hi = hi;
   for (const auto& seeds : runs) {
     const FigureRun& r = seeds[0];
     if (r.attention.empty()) continue;
-    std::vector<std::vector<double>> shown = r.attention;  // masked keys (j > i) grey
     Table t({"variant", "seed", "layer", "query", "key", "weight"});
-    for (size_t i = 0; i < shown.size(); ++i)
-      for (size_t j = 0; j < shown[i].size(); ++j) {
-        if (j > i) {
-          shown[i][j] = NAN;
-          continue;
-        }
+    for (size_t i = 0; i < r.attention.size(); ++i)
+      for (size_t j = 0; j <= i && j < r.attention[i].size(); ++j)
         t.add_row({r.variant, cat(r.seed), cat(r.attention_layer), cat(i), cat(j), exact(r.attention[i][j])});
-      }
-    const std::string base = (dir / attention_figure_name(r.variant)).string();
-    const std::string of_seed = seeds.size() > 1 ? ", seed 0" : "";
-    heatmap(base + ".png", cat("A: ", r.variant, ", layer ", r.attention_layer, of_seed), shown, "query i", "key j",
-            scale);
-    write_file_atomically(base + ".csv", {t.csv()}, "figures");
+    write_file_atomically((dir / (attention_figure_name(r.variant) + ".csv")).string(), {t.csv()}, "figures");
   }
 }
 
@@ -194,73 +116,107 @@ std::string attention_figure_name(const std::string& variant) { return figure_na
 void write_figures(const fs::path& dir, const std::vector<std::vector<FigureRun>>& runs) {
   for (const auto& seeds : runs)
     check(!seeds.empty() && seeds.size() == runs[0].size(), "figures", "every variant needs the same number of seeds");
-  const std::string note = seeds_note(runs);
-  auto steps = [](const FigureRun& r) -> const std::vector<double>& { return r.steps; };
-  std::vector<double> layer_index;
-  for (const auto& seeds : runs) layer_index.resize(std::max(layer_index.size(), seeds[0].entropy.size()));
-  for (size_t l = 0; l < layer_index.size(); ++l) layer_index[l] = double(l);
-  auto layers = [&layer_index](const FigureRun&) -> const std::vector<double>& { return layer_index; };
-
   struct Figure {
     const char* name;
-    const char* title;
-    const char* ylabel;
     const char* metric;
     std::function<const std::vector<double>&(const FigureRun&)> values;
     bool per_step;
   };
   const Figure figures[] = {
-      {"kd_loss", "Training KD loss", "KD loss", "kd", [](const FigureRun& r) -> const auto& { return r.kd; }, true},
-      {"grad_norm", "Gradient norm before clipping", "||g||", "grad_norm",
-       [](const FigureRun& r) -> const auto& { return r.grad_norm; }, true},
-      {"first_token_weight", "First-token attention weight", "mean A_i0", "first_token_weight",
-       [](const FigureRun& r) -> const auto& { return r.first_token_weight; }, false},
-      {"first_token_share", "First-token weight / the query's weight sum", "mean A_i0 / sum_j A_ij",
-       "first_token_share", [](const FigureRun& r) -> const auto& { return r.first_token_share; }, false},
-      {"entropy", "Attention entropy", "entropy (nats)", "entropy",
-       [](const FigureRun& r) -> const auto& { return r.entropy; }, false},
+      {"kd_loss", "kd", [](const FigureRun& r) -> const auto& { return r.kd; }, true},
+      {"grad_norm", "grad_norm", [](const FigureRun& r) -> const auto& { return r.grad_norm; }, true},
+      {"first_token_weight", "first_token_weight", [](const FigureRun& r) -> const auto& { return r.first_token_weight; },
+       false},
+      {"first_token_share", "first_token_share", [](const FigureRun& r) -> const auto& { return r.first_token_share; },
+       false},
+      {"entropy", "entropy", [](const FigureRun& r) -> const auto& { return r.entropy; }, false},
   };
-  for (const Figure& f : figures) {
-    const std::string base = (dir / f.name).string();
-    const std::vector<Series> series = f.per_step ? curves(runs, steps, f.values) : curves(runs, layers, f.values);
-    line_plot(base + ".png", f.title + note, f.per_step ? "step" : "layer", f.ylabel, series, f.per_step, !f.per_step);
-    write_file_atomically(base + ".csv", {tidy_csv(runs, f.per_step ? "step" : "layer", f.values, f.metric, f.per_step)},
-                          "figures");
-  }
-
-  // The alpha heatmaps: the mean over seeds, on one colour scale for every variant.
-  HeatmapScale scale;
-  scale.label = "mean alpha";
-  scale.values_in_cells = true;
-  std::vector<std::pair<const std::vector<FigureRun>*, std::vector<std::vector<double>>>> grids;
-  double lo = INFINITY, hi = -INFINITY;
+  for (const Figure& f : figures)
+    write_file_atomically((dir / (std::string(f.name) + ".csv")).string(),
+                          {tidy_csv(runs, f.per_step ? "step" : "layer", f.values, f.metric, f.per_step)}, "figures");
   for (const auto& seeds : runs) {
     if (seeds[0].alpha.empty()) continue;
-    std::vector<std::vector<double>> grid = seeds[0].alpha;
-    for (size_t l = 0; l < grid.size(); ++l)
-      for (size_t h = 0; h < grid[l].size(); ++h) {
-        std::vector<double> at;
-        for (const FigureRun& r : seeds) at.push_back(r.alpha.at(l).at(h));
-        grid[l][h] = spread(at).mean;
-        if (std::isfinite(grid[l][h])) lo = std::min(lo, grid[l][h]), hi = std::max(hi, grid[l][h]);
-      }
-    grids.emplace_back(&seeds, std::move(grid));
-  }
-  if (lo <= hi) scale.lo = lo, scale.hi = hi;
-  for (const auto& entry : grids) {
-    const std::vector<FigureRun>& seeds = *entry.first;
-    const std::string base = (dir / alpha_figure_name(seeds[0].variant)).string();
-    const std::string mean_of = seeds.size() > 1 ? cat(", mean of ", seeds.size(), " seeds") : "";
-    heatmap(base + ".png", "alpha: " + seeds[0].variant + mean_of, entry.second, "layer", "head", scale);
     Table t({"variant", "seed", "layer", "head", "metric", "value"});
     for (const FigureRun& r : seeds)
       for (size_t l = 0; l < r.alpha.size(); ++l)
         for (size_t h = 0; h < r.alpha[l].size(); ++h)
           t.add_row({r.variant, cat(r.seed), cat(l), cat(h), "alpha_mean", exact(r.alpha[l][h])});
-    write_file_atomically(base + ".csv", {t.csv()}, "figures");
+    write_file_atomically((dir / (alpha_figure_name(seeds[0].variant) + ".csv")).string(), {t.csv()}, "figures");
   }
   write_weight_sum_histogram(dir, runs);
   write_attention_heatmaps(dir, runs);
+}
+
+namespace {
+
+// Runs args (args[0] looked up on PATH), its stdout and stderr this process's or, quiet, none;
+// returns its exit status, -1 when it cannot be started.
+int run_program(const std::vector<std::string>& args, bool quiet) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  }
+  pid_t pid = 0;
+  const int err = posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (err != 0) return -1;
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+}  // namespace
+
+bool has_figure_data(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.ends_with(".csv")) continue;
+    const std::string base = name.substr(0, name.size() - 4);
+    for (const char* fixed : {"kd_loss", "grad_norm", "first_token_weight", "first_token_share", "entropy", "weight_sum_hist"})
+      if (base == fixed) return true;
+    if (base.starts_with("alpha_") || base.starts_with("attention_")) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> plot_python_candidates() {
+  if (const char* p = std::getenv("COTAN_PYTHON"); p && *p) return {p};
+  return {"python3", "/usr/bin/python3"};
+}
+
+std::optional<std::string> find_plot_python() {
+  for (const std::string& python : plot_python_candidates())
+    if (run_program({python, "-c", "import matplotlib"}, true) == 0) return python;
+  return std::nullopt;
+}
+
+const char* plot_figures_script() { return detail::kPlotFiguresScript; }
+
+FigureRendering render_figures(const fs::path& dir) {
+  FigureRendering r;
+  const std::optional<std::string> python = find_plot_python();
+  std::string tried;
+  for (const std::string& p : plot_python_candidates()) tried += (tried.empty() ? "" : ", ") + p;
+  if (!python) {
+    r.message = cat("no Python with matplotlib (tried ", tried, "): the figures' CSVs are in ", dir.string(),
+                    "; to draw them, install matplotlib (Debian: apt-get install python3-matplotlib) and run `cotan plot ",
+                    dir.string(), "`");
+    return r;
+  }
+  r.python = *python;
+  const int status = run_program({*python, "-c", plot_figures_script(), dir.string()}, false);
+  r.drawn = status == 0;
+  if (!r.drawn)
+    r.message = cat("drawing the figures with ", *python, " failed (exit status ", status,
+                    "); their CSVs are in ", dir.string());
+  return r;
 }
 
 }  // namespace cotan::study

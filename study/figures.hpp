@@ -1,15 +1,16 @@
-// The study's figures (PNG, study/plot.hpp), each with a tidy CSV of the numbers it draws beside
-// it, under the same base name: one row per value, the long format a data-frame library reads
-// directly.
+// The study's figures: a tidy CSV of the numbers behind each (write_figures), drawn with
+// matplotlib by study/plot_figures.py (render_figures; `cotan plot RUN_DIR`), as NAME.png for
+// viewing and NAME.pdf for papers beside NAME.csv. The CSVs are one row per value, the long
+// format a data-frame library reads directly.
 //
-//   kd_loss.png             training KD loss per step (log y)        kd_loss.csv
-//   grad_norm.png           gradient norm before clipping (log y)    grad_norm.csv
-//   first_token_weight.png  mean A_i0 per layer                      first_token_weight.csv
-//   first_token_share.png   mean A_i0 / sum_j A_ij per layer         first_token_share.csv
-//   entropy.png             attention entropy per layer              entropy.csv
-//   alpha_<variant>.png     mean alpha per layer and head            alpha_<variant>.csv
-//   weight_sum_hist.png     histogram of sum_j A_ij per query        weight_sum_hist.csv
-//   attention_<variant>.png the last layer's A, mean over heads      attention_<variant>.csv
+//   kd_loss             training KD loss per step (log y)
+//   grad_norm           gradient norm before clipping (log y)
+//   first_token_weight  mean A_i0 per layer
+//   first_token_share   mean A_i0 / sum_j A_ij per layer
+//   entropy             attention entropy per layer
+//   alpha_<variant>     mean alpha per layer and head
+//   weight_sum_hist     histogram of sum_j A_ij per query
+//   attention_<variant> the last layer's A, mean over heads
 //
 // Per-step CSVs have the columns variant, seed, step, metric, value; per-layer ones variant,
 // seed, layer, metric, value; alpha's variant, seed, layer, head, metric, value. Steps count from
@@ -32,6 +33,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,9 +54,31 @@ struct FigureRun {
 
 inline constexpr int kWeightSumBins = 40;
 
-// runs[v][s]: variant v, seed s (every variant with the same number of seeds). Writes the figures
-// and their CSVs into dir.
+// runs[v][s]: variant v, seed s (every variant with the same number of seeds). Writes the
+// figures' CSVs into dir (atomically); render_figures draws them.
 void write_figures(const std::filesystem::path& dir, const std::vector<std::vector<FigureRun>>& runs);
+
+// Whether `dir` holds a figure's CSV (kd_loss.csv, alpha_<variant>.csv, ...).
+bool has_figure_data(const std::filesystem::path& dir);
+
+// The Pythons the figures are drawn with, in the order they are tried: $COTAN_PYTHON alone when
+// set, else python3 on PATH, then /usr/bin/python3 (Debian's, where python3-matplotlib installs).
+std::vector<std::string> plot_python_candidates();
+// The first candidate that imports matplotlib; nullopt when none does.
+std::optional<std::string> find_plot_python();
+// study/plot_figures.py, as the library carries it (embedded at build time).
+const char* plot_figures_script();
+
+struct FigureRendering {
+  bool drawn = false;
+  std::string python;   // the interpreter that ran the script; empty when none was found
+  std::string message;  // when not drawn: why, where the CSVs are and how to draw them later
+};
+
+// Draws every figure CSV of `dir` with plot_figures_script() under find_plot_python() (the
+// script prints what it drew). Never throws for a missing Python or matplotlib, or a failing
+// script: the result says so.
+FigureRendering render_figures(const std::filesystem::path& dir);
 
 // The file base name of a variant's alpha heatmap: "alpha_affine_linear_clip" / of its attention
 // heatmap: "attention_affine_linear_clip".

@@ -21,6 +21,7 @@
 #include "train/run_dir.hpp"
 #include "study/stats.hpp"
 #include "study/teacher_cache.hpp"
+#include "text/tokenizer_files.hpp"
 #include "train/tokenize_corpus.hpp"
 #include "util/atomic_file.hpp"
 #include "util/hash.hpp"
@@ -127,6 +128,11 @@ struct StudyInputs {
   StudyEvalData eval;  // with StudyConfig::eval
   std::optional<TopkData> topk;  // StudyConfig::teacher_logits
 };
+
+// The tokenizer files every model directory of the study holds (the study's tokenizer's).
+nn::ModelDirExtras model_dir_files(const StudyInputs& in) {
+  return CorpusTokenizer(in.tokenizer ? &*in.tokenizer : nullptr).model_dir_files();
+}
 
 // Everything in the config that determines the study's results (not run_dir, cache_dir or the
 // logging settings); resuming needs it unchanged.
@@ -237,6 +243,21 @@ StudyInputs read_inputs(const StudyConfig& config) {
     in.student = nn::load_config(config.student);
   }
   in.student.attention = nn::AttentionConfig{};
+  // A preset student (tiny-student, ...) follows a teacher directory's vocabulary: its size here,
+  // its tokenizer and special token ids in the study's tokenizer files (the teacher's
+  // tokenizer.json by default). A config.json or model directory keeps its own, checked below.
+  std::error_code ec;
+  const bool preset_student = !fs::exists(config.student, ec);
+  const bool teacher_tokenizer = in.teacher_dir && config.tokenizer.empty() &&
+                                 fs::exists(fs::path(config.teacher) / "tokenizer.json", ec) &&
+                                 !text::is_byte_tokenizer_json(config.teacher);
+  if (in.teacher_dir && preset_student && (in.student.vocab_size != in.teacher.vocab_size || teacher_tokenizer)) {
+    in.student.vocab_size = in.teacher.vocab_size;
+    std::cout << "student: " << config.student << " takes the teacher's vocabulary (" << in.teacher.vocab_size << " ids)"
+              << (teacher_tokenizer ? cat(", tokenizer and special tokens (", (fs::path(config.teacher) / "tokenizer.json").string(), ")")
+                                    : std::string())
+              << "\n" << std::flush;
+  }
   if (offline) in.teacher = in.student;  // stands in for the checks below; never run
   if (in.teacher.vocab_size != in.student.vocab_size && !config.train.loss.slice_teacher_vocab)
     fail("distill", "teacher vocabulary ", in.teacher.vocab_size, " (", config.teacher, ") differs from the student's ",
@@ -247,8 +268,8 @@ StudyInputs read_inputs(const StudyConfig& config) {
     tokenizer_path = config.teacher;
   if (offline && !is_token_data(in.data_path))
     fail("distill", "--teacher-logits needs --data to be the token shards the targets were made from, got ", in.data_path);
-  if (!tokenizer_path.empty()) {
-    in.tokenizer.emplace(text::Tokenizer::load(tokenizer_path));
+  if (!tokenizer_path.empty()) in.tokenizer = text::load_tokenizer(tokenizer_path);  // none: the bytes
+  if (in.tokenizer) {
     if (in.tokenizer->vocab_size() > in.student.vocab_size)
       fail("distill", in.tokenizer->path(), " has ", in.tokenizer->vocab_size(), " ids, more than the student's vocab_size ",
            in.student.vocab_size, " (", config.student, ")");
@@ -355,7 +376,7 @@ std::optional<nn::LoadedModel> teacher_weights(const StudyConfig& config, const 
   auto [ps, st] = teacher.init(gen);
   TrainResult r = fit(teacher, ps, st, Teacher{}, in.data, tc, resume);
   if (r.interrupted) return std::nullopt;
-  nn::save_model_dir(teacher_dir.string(), in.teacher, r.params, r.state);
+  nn::save_model_dir(teacher_dir.string(), in.teacher, r.params, r.state, model_dir_files(in));
   write_file_atomically((teacher_dir / "key.json").string(), {dump_json(key, 2) + "\n"}, "distill");
   if (stop_requested().load()) return std::nullopt;
   return nn::LoadedModel{in.teacher, std::move(r.params), std::move(r.state)};
@@ -473,7 +494,7 @@ std::optional<RunOutcome> distill_student(const StudentContext& ctx, const Study
   analyze_attention(student, ctx.analysis, out);
   out.eval = evaluate_for_study(config, ctx.in, student, out.result.params, out.result.state);
   nn::save_model_dir((fs::path(c.run_dir) / "model").string(), sc, nn::to(out.result.params, Device::cpu()),
-                    nn::to(out.result.state, Device::cpu()));
+                     nn::to(out.result.state, Device::cpu()), model_dir_files(ctx.in));
   return out;
 }
 
@@ -834,6 +855,8 @@ StudyResult run_study(StudyConfig config) {
   write_file_atomically((run_dir / "table.md").string(), {markdown}, "distill");
   write_file_atomically((run_dir / "table.csv").string(), {comparison_csv(*outcomes, config, reference)}, "distill");
   write_figures(run_dir, figure_runs(*outcomes));
+  std::cout << std::flush;  // before the plotting script's own line
+  const FigureRendering figures = render_figures(run_dir);
 
   if (config.stats_window > config.student_steps)
     std::cout << "\nnote: the grad-norm window (" << config.stats_window << " steps) is longer than the runs ("
@@ -847,6 +870,7 @@ StudyResult run_study(StudyConfig config) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << "\n" << markdown << "\n";
   if (!verdict_lines.empty()) std::cout << "paired verdicts (per-seed differences against softmax):\n" << verdict_text << "\n";
+  if (!figures.drawn) std::cout << "figures: " << figures.message << "\n";
   std::cout << "finished in " << format_number(seconds, 3) << " s; results in " << run_dir.string() << "\n";
   return {run_dir.string(), false};
 }

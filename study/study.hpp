@@ -1,6 +1,6 @@
 // The paper's comparison as one job (`cotan distill` with no arguments): pretrain a teacher (or
 // reuse a cached one with the same config, data and settings), distill one student per attention
-// kind with the same data order and seed, and report a Table-1-style comparison with plots.
+// kind with the same data order and seed, and report a Table-1-style comparison with figures.
 //
 // Run directory:
 //   study.json           the command line and the config: everything that determines the results
@@ -75,7 +75,7 @@ struct StudyConfig {
 };
 
 struct StudyResult {
-  std::string run_dir;       // table.md, table.csv, *.png, one folder per run
+  std::string run_dir;       // table.md, table.csv, the figures (CSV, PNG, PDF), one folder per run
   bool interrupted = false;  // stopped by Ctrl-C; resume to finish
 };
 

@@ -31,11 +31,9 @@ StudyEvalData read_eval_data(const StudyEvalConfig& c, const std::string& text_f
   if (!c.ppl_data.empty()) {
     std::error_code ec;
     if (!fs::exists(c.ppl_data, ec)) fail("distill", "--eval-ppl ", c.ppl_data, ": no such file or directory");
-    // Joined as the training corpus is: each document's ids, then the EOS.
-    for (const std::string& doc : text::read_documents(c.ppl_data, {.text_field = text_field})) {
-      corpus.encode_document(doc, false, data.ppl_ids);
-      data.ppl_bytes += int64_t(doc.size());
-    }
+    const PerplexityText text = perplexity_text(c.ppl_data, c.ppl_mode, text_field, tokenizer, data.eos);
+    data.ppl_ids = text.ids;
+    data.ppl_bytes = text.bytes;
     if (data.ppl_ids.size() < 2)
       fail("distill", "--eval-ppl ", c.ppl_data, ": ", data.ppl_ids.size(), " tokens, perplexity needs at least 2");
     data.window.window = std::max<int64_t>(2, std::min(max_positions, kLongestPplWindow));
@@ -52,6 +50,7 @@ Json eval_json(const StudyEvalConfig& c, const StudyEvalData& data) {
   Json j = Json::object();
   if (!c.ppl_data.empty()) {
     j["ppl_data"] = fs::absolute(c.ppl_data).string();
+    j["ppl_mode"] = name_of(c.ppl_mode);
     j["ppl_window"] = data.window.window;
     j["ppl_stride"] = data.window.stride;
   }
@@ -76,12 +75,10 @@ EvalScores evaluate_model(const nn::LanguageModel& lm, const nn::Params& ps, con
   EvalScores out;
   if (!data.ppl_ids.empty())
     out.ppl = perplexity(lm, ps, st, data.ppl_ids, data.ppl_bytes, data.window).perplexity();
-  // Without the template's special tokens, as lm-eval-harness encodes (add_special_tokens=False).
-  const Encode encode = [tokenizer](std::string_view text) {
-    return tokenizer ? tokenizer->encode(text, false) : text::encode_bytes(text);
-  };
+  // As lm-evaluation-harness 0.4.13's HF backend encodes requests (the tokenizer's BOS, if any).
+  const HarnessEncoding harness = harness_encoding(tokenizer, data.eos);
   for (const std::vector<McExample>& examples : data.tasks)
-    out.acc.push_back(100 * score_task(lm, ps, st, examples, encode, {.prefix_id = data.eos}).acc);
+    out.acc.push_back(100 * score_task(lm, ps, st, examples, harness.encode, harness.config()).acc);
   return out;
 }
 

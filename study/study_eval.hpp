@@ -22,6 +22,7 @@ namespace cotan::study {
 
 struct StudyEvalConfig {
   std::string ppl_data;  // a text or JSONL corpus (JSONL: the study's text field); empty: no perplexity
+  eval::PerplexityMode ppl_mode = eval::PerplexityMode::stream;  // as cotan eval's default
   std::vector<std::pair<std::string, std::string>> tasks;  // (task, file) in Table 1's order (parse_task_list)
   int64_t limit = 0;                                       // the first N examples of each task; 0: all
   bool enabled() const { return !ppl_data.empty() || !tasks.empty(); }
@@ -29,12 +30,12 @@ struct StudyEvalConfig {
 
 // The evaluation's inputs, read and tokenized once.
 struct StudyEvalData {
-  std::vector<int32_t> ppl_ids;  // each document's ids (with the tokenizer's template), then the EOS
-  int64_t ppl_bytes = 0;         // UTF-8 bytes of the documents
+  std::vector<int32_t> ppl_ids;  // eval::perplexity_text's, in StudyEvalConfig::ppl_mode
+  int64_t ppl_bytes = 0;         // UTF-8 bytes of the text
   eval::PerplexityConfig window;       // min(max_positions, 1024) tokens, stride half of it
   std::vector<std::string> task_names;
   std::vector<std::vector<eval::McExample>> tasks;  // per task_names[i]
-  int32_t eos = 0;  // joins the perplexity documents and stands for an empty context
+  int32_t eos = 0;  // ends the perplexity documents (documents mode); the prefix of an empty context without a bos
 };
 
 // Reads and checks everything the evaluation needs, so that a bad file fails before the study
@@ -45,7 +46,7 @@ StudyEvalData read_eval_data(const StudyEvalConfig& c, const std::string& text_f
                              int64_t max_positions);
 
 // What study.json records of the evaluation (a resumed study needs it unchanged): the files'
-// absolute paths, the limit, the window and the stride.
+// absolute paths, the limit, the perplexity mode, the window and the stride.
 Json eval_json(const StudyEvalConfig& c, const StudyEvalData& data);
 
 struct EvalScores {

@@ -1254,7 +1254,7 @@ struct Tokenizer::Impl {
   std::unordered_set<std::string> special_contents;
   TokenMatcher raw_matcher, normalized_matcher;
   std::unique_ptr<Regex> word_char;  // a word character, for single_word
-  std::optional<int32_t> eos;
+  std::optional<int32_t> eos, bos;
   int64_t vocab_size = 0;
 
   void split_added(std::string_view text, bool at_origin, const TokenMatcher& matcher, std::vector<Piece>& out) const;
@@ -1448,25 +1448,30 @@ Tokenizer Tokenizer::load(const std::string& path) {
     fail("tokenizer", file, ": no such file");
   }
   Tokenizer tokenizer = from_json(read_text_file(file), file);
-  // tokenizer_config.json beside it names the end-of-sequence token, when it is there.
+  // tokenizer_config.json beside it names the end-of-sequence and beginning-of-sequence tokens,
+  // when it is there.
   const fs::path config = fs::path(file).parent_path() / "tokenizer_config.json";
   if (fs::exists(config, ec)) {
     const Json json = read_json_file(config.string());
     if (json.is_object()) {
-      const auto it = json.find("eos_token");
-      if (it != json.end() && !it->is_null()) {
-        std::string eos;
+      // A token named as a string or as {"content": ...}; nullopt when absent or null.
+      auto token_of = [&](const char* key) -> std::optional<int32_t> {
+        const auto it = json.find(key);
+        if (it == json.end() || it->is_null()) return std::nullopt;
+        std::string content;
         if (it->is_string()) {
-          eos = it->get<std::string>();
+          content = it->get<std::string>();
         } else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
-          eos = (*it)["content"].get<std::string>();
+          content = (*it)["content"].get<std::string>();
         } else {
-          fail("tokenizer", config.string(), ": eos_token is neither a string nor {\"content\": ...}");
+          fail("tokenizer", config.string(), ": ", key, " is neither a string nor {\"content\": ...}");
         }
-        const std::optional<int32_t> id = tokenizer.token_to_id(eos);
-        if (!id) fail("tokenizer", config.string(), ": eos_token \"", eos, "\" is not a token of ", file);
-        tokenizer.impl_->eos = *id;
-      }
+        const std::optional<int32_t> id = tokenizer.token_to_id(content);
+        if (!id) fail("tokenizer", config.string(), ": ", key, " \"", content, "\" is not a token of ", file);
+        return id;
+      };
+      if (const std::optional<int32_t> eos = token_of("eos_token")) tokenizer.impl_->eos = eos;
+      tokenizer.impl_->bos = token_of("bos_token");
     }
   }
   return tokenizer;
@@ -1529,5 +1534,6 @@ std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
 
 const std::vector<AddedToken>& Tokenizer::added_tokens() const { return impl_->added; }
 std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
+std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
 
 }  // namespace cotan::text

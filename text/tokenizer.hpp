@@ -73,8 +73,11 @@ class Tokenizer {
   const std::vector<AddedToken>& added_tokens() const;
   // The end-of-sequence token that separates documents: the first special added token among
   // "<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<eos>", "<|eot_id|>"; nullopt
-  // when none is present.
+  // when none is present. The eos_token of a tokenizer_config.json beside the file (load) comes first.
   std::optional<int32_t> eos_id() const;
+  // The beginning-of-sequence token that transformers reports (bos_token_id): the bos_token of the
+  // tokenizer_config.json beside the tokenizer.json; nullopt without one (Qwen2's is null).
+  std::optional<int32_t> bos_id() const;
 
  private:
   struct Impl;

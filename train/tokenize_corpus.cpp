@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "text/tokenizer_files.hpp"
 #include "util/atomic_file.hpp"
 #include "util/checksum.hpp"
 #include "util/error.hpp"
@@ -57,6 +58,14 @@ ShardTokenizer CorpusTokenizer::identity() const {
 }
 
 int64_t CorpusTokenizer::vocab_size() const { return tokenizer_ ? tokenizer_->vocab_size() : kByteVocab; }
+
+nn::ModelDirExtras CorpusTokenizer::model_dir_files() const {
+  const text::TokenizerFiles files = tokenizer_ ? text::hf_tokenizer_files(*tokenizer_) : text::byte_tokenizer_files();
+  nn::ModelDirExtras out;
+  for (const text::TokenizerFile& f : files.files) out.files.push_back({f.name, f.text});
+  out.config_fields = files.config_ids;
+  return out;
+}
 
 std::string CorpusTokenizer::name() const { return tokenizer_ ? tokenizer_->path() : "the byte tokenizer"; }
 

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "nn/model_dir.hpp"
 #include "text/corpus.hpp"
 #include "text/tokenizer.hpp"
 #include "train/data.hpp"
@@ -44,6 +45,11 @@ class CorpusTokenizer {
   // "the byte tokenizer" or the tokenizer.json's path.
   std::string name() const;
   const text::Tokenizer* hf() const { return tokenizer_; }
+  // The files a model directory trained on this tokenizer holds beside its weights, and the ids its
+  // config.json records (text/tokenizer_files.hpp): the HF tokenizer's files, copied from its
+  // directory, or the byte tokenizer's tokenizer.json, tokenizer_config.json and
+  // generation_config.json.
+  nn::ModelDirExtras model_dir_files() const;
 
  private:
   const text::Tokenizer* tokenizer_;

@@ -160,6 +160,24 @@ case_distill_hf_teacher_jsonl() {
   [ -f "$WORK/study/table.md" ] || fail "no table.md"
 }
 
+# A preset student takes an HF teacher's vocabulary, tokenizer and special tokens, saying so; a
+# student config of its own that differs is refused as before.
+case_distill_preset_student() {
+  teacher=$(cd "$(dirname "$0")/../hf/fixtures/llama_with_tokenizer" && pwd)  # vocab_size 64, bos 1, eos 2
+  distill --teacher "$teacher" --teacher-steps 0 --student tiny-student --run-dir "$WORK/study" > "$STDOUT" 2> "$STDERR" ||
+    fail "distilling a preset student from $teacher failed: $(cat "$STDERR")"
+  [ "$(grep -c "^student: tiny-student takes the teacher's vocabulary (64 ids), tokenizer and special tokens ($teacher/tokenizer.json)$" "$STDOUT")" -eq 1 ] ||
+    fail "not one line saying the student takes the teacher's vocabulary: $(cat "$STDOUT")"
+  model=$WORK/study/softmax/model
+  grep -q '"vocab_size": 64,' "$model/config.json" || fail "the student's vocab_size is not 64: $(cat "$model/config.json")"
+  grep -q '"bos_token_id": 1,' "$model/config.json" && grep -q '"eos_token_id": 2,' "$model/config.json" ||
+    fail "the student's config.json lacks the teacher's special token ids: $(cat "$model/config.json")"
+  cmp -s "$teacher/tokenizer.json" "$model/tokenizer.json" || fail "the student's tokenizer.json is not the teacher's"
+  expect_error "teacher vocabulary 64 ($teacher) differs from the student's 257 ($WORK/tiny.json)|--slice-teacher-vocab" \
+    distill --teacher "$teacher" --teacher-steps 0 --student "$WORK/tiny.json" --run-dir "$WORK/study2"
+  [ ! -e "$WORK/study2" ] || fail "the run directory was created"
+}
+
 case_distill_tokenizer_mismatch() {
   make_jsonl_corpus "$WORK/web.jsonl"
   make_config "$WORK/hf.json" softmax 4505

@@ -71,13 +71,33 @@ case_eval_bad_input() {
   eval_fails "--tasks: 'piqa' is not NAME=FILE" --model "$WORK/model" --tasks piqa
   eval_fails "nothing to evaluate" --model "$WORK/model"
   eval_fails "cannot open" --model "$WORK/model" --tasks "piqa=$WORK/nosuch.jsonl"
-  # A model whose vocabulary is not the byte tokenizer's, without a tokenizer.json.
+  # A model whose vocabulary is not the byte tokenizer's, without a tokenizer.json (pretrain --out
+  # writes the byte tokenizer's: removed here).
   make_config "$WORK/wide.json" softmax 300
   pretrain --config "$WORK/wide.json" --steps 2 --run-dir "$WORK/run-wide" --out "$WORK/wide" > /dev/null 2> "$STDERR" ||
     fail "pretrain failed: $(cat "$STDERR")"
+  rm "$WORK/wide/tokenizer.json"
   eval_fails "has no tokenizer.json, and its vocab_size 300 is not the byte tokenizer's 257" --model "$WORK/wide" \
     --ppl-data "$SAMPLES/ppl.txt"
   eval_fails "[eval]" --model "$WORK/wide" --tasks "boolq=$WORK/ok.jsonl"
+}
+
+# Perplexity of a text file: one token stream by default (HF's guide: the file's bytes, no
+# end-of-sequence token), or its documents each ending in one (--ppl-mode documents); the mode
+# that ran is said on stderr and in the JSON.
+case_eval_ppl_modes() {
+  make_model "$WORK/model"
+  bytes=$(wc -c < "$SAMPLES/ppl.txt")
+  eval_to "$WORK/stream" --model "$WORK/model" --ppl-data "$SAMPLES/ppl.txt" --json
+  grep -q 'as one token stream (HF.s perplexity guide)' "$STDERR" || fail "the stream mode is not said: $(cat "$STDERR")"
+  grep -q "\"mode\":\"stream\",.*\"tokens\":$((bytes - 1)),\"bytes\":$bytes," "$WORK/stream" ||
+    fail "the stream is not the file's $bytes bytes: $(cat "$WORK/stream")"
+  eval_to "$WORK/docs" --model "$WORK/model" --ppl-data "$SAMPLES/ppl.txt" --ppl-mode documents --json
+  grep -q '1 documents, each ending in the end-of-sequence token' "$STDERR" || fail "the documents mode is not said: $(cat "$STDERR")"
+  grep -q "\"mode\":\"documents\",.*\"tokens\":$bytes," "$WORK/docs" ||
+    fail "the document is not followed by its end-of-sequence token: $(cat "$WORK/docs")"
+  eval_fails "--ppl-mode lines: expected stream or documents" --model "$WORK/model" --ppl-data "$SAMPLES/ppl.txt" \
+    --ppl-mode lines
 }
 
 # The cells of column NAME of a CSV file's rows after the header, one a line.

@@ -120,11 +120,51 @@ case_generate_bad_input() {
   echo > "$WORK/blank"
   expect_error "no prompts (every line is empty)" "$COTAN" generate --model "$WORK/model" --prompt-file "$WORK/blank"
   expect_error "max_position_embeddings" "$COTAN" generate --model "$WORK/model" --prompt x --max-new-tokens 5000
-  # A vocabulary that is not the byte tokenizer's, without a tokenizer.json.
+  # A vocabulary that is not the byte tokenizer's, without a tokenizer.json (pretrain --out writes
+  # the byte tokenizer's: removed here).
   make_config "$WORK/v300.json" softmax 300
   pretrain --config "$WORK/v300.json" --steps 1 --run-dir "$WORK/run-v300" --out "$WORK/v300" > /dev/null 2>&1
+  rm "$WORK/v300/tokenizer.json"
   expect_error "has no tokenizer.json, and its vocab_size 300 is not the byte tokenizer's 257" \
     "$COTAN" generate --model "$WORK/v300" --prompt x
+}
+
+
+# Every student directory a study writes holds its tokenizer's files, and `cotan generate` runs on
+# it: a byte-level study's students (the byte tokenizer's tokenizer.json) and the students of a
+# study with an HF teacher (the teacher's tokenizer.json, tokenizer_config.json, generation_config.json).
+case_generate_study_students() {
+  distill --run-dir "$WORK/bytes" --attention softmax,gated > /dev/null 2> "$STDERR" ||
+    fail "the byte-level study failed: $(cat "$STDERR")"
+  for kind in softmax gated; do
+    model=$WORK/bytes/$kind/model
+    for f in tokenizer.json tokenizer_config.json generation_config.json; do
+      [ -f "$model/$f" ] || fail "$model has no $f"
+    done
+    grep -q '"eos_token": "<|endoftext|>"' "$model/tokenizer_config.json" ||
+      fail "the byte tokenizer's eos is not in $model/tokenizer_config.json: $(cat "$model/tokenizer_config.json")"
+    grep -q '"eos_token_id": 256' "$model/config.json" || fail "$model/config.json has no eos_token_id 256"
+    generate_to "$WORK/$kind.out" --model "$model" --prompt "The fox" --greedy --max-new-tokens 6 --json
+    # The byte tokenizer: 7 ids for the 7 bytes.
+    grep -q '^{"prompt":"The fox","completion":".*","prompt_tokens":7,' "$WORK/$kind.out" ||
+      fail "the $kind student did not encode with the byte tokenizer: $(cat "$WORK/$kind.out")"
+  done
+  teacher=$(cd "$(dirname "$0")/../hf/fixtures/llama_with_tokenizer" && pwd)
+  make_config "$WORK/v64.json" softmax 64
+  distill --teacher "$teacher" --teacher-steps 0 --student "$WORK/v64.json" --run-dir "$WORK/hf" \
+    --attention softmax,sink > /dev/null 2> "$STDERR" || fail "the study with an HF teacher failed: $(cat "$STDERR")"
+  for kind in softmax sink; do
+    model=$WORK/hf/$kind/model
+    for f in tokenizer.json tokenizer_config.json; do
+      cmp -s "$teacher/$f" "$model/$f" || fail "$model/$f is not the teacher's"
+    done
+    grep -q '"bos_token_id": 1' "$model/generation_config.json" || fail "$model/generation_config.json: no bos 1"
+    grep -q '"eos_token_id": 2' "$model/config.json" || fail "$model/config.json: no eos_token_id 2"
+    generate_to "$WORK/hf-$kind.out" --model "$model" --prompt "the cat sat on the mat." --greedy --max-new-tokens 4 --json
+    # 14 ids with the fixture's tokenizer, its BOS first (tests/hf/fixtures/llama_with_tokenizer/expected.json).
+    grep -q '^{"prompt":"the cat sat on the mat.","completion":".*","prompt_tokens":14,' "$WORK/hf-$kind.out" ||
+      fail "the $kind student did not encode with the teacher's tokenizer: $(cat "$WORK/hf-$kind.out")"
+  done
 }
 
 run_case

@@ -4,6 +4,7 @@
 // f64, not through the eval code.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 
 #include "autograd/autograd.hpp"
 #include "nn/model.hpp"
+#include "nn/model_dir.hpp"
+#include "text/tokenizer.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support.hpp"
 #include "train/data.hpp"
@@ -25,6 +28,8 @@ using namespace cotan::eval;
 namespace {
 
 const std::string kSamples = std::string(COTAN_SOURCE_DIR) + "/tests/eval/";
+const std::string kTokenizers = std::string(COTAN_SOURCE_DIR) + "/tests/tokenizer/fixtures/";
+const std::string kLlamaWithTokenizer = std::string(COTAN_SOURCE_DIR) + "/tests/hf/fixtures/llama_with_tokenizer";
 
 nn::ModelConfig byte_model() {
   nn::ModelConfig c;
@@ -54,11 +59,12 @@ struct Fixture {
 const Encode kBytes = [](std::string_view s) { return text::encode_bytes(s); };
 
 // log p(ids[j + 1] | ids[..j]) for j in [0, n - 1), from one apply on ids[0, n - 1).
-std::vector<double> plain_logprobs(const Fixture& f, const std::vector<int32_t>& ids) {
+std::vector<double> plain_logprobs(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st,
+                                   const std::vector<int32_t>& ids) {
   NoGrad no_grad;
-  const int64_t t = int64_t(ids.size()) - 1, v = f.lm.config().vocab_size;
+  const int64_t t = int64_t(ids.size()) - 1, v = lm.config().vocab_size;
   const std::vector<int32_t> in(ids.begin(), ids.end() - 1);
-  const std::vector<double> logits = f.lm.apply(from_vector(in, {1, t}), f.ps, f.st).first.to_vector<double>();
+  const std::vector<double> logits = lm.apply(from_vector(in, {1, t}), ps, st).first.to_vector<double>();
   std::vector<double> out;
   for (int64_t j = 0; j < t; ++j) {
     double top = -INFINITY, sum = 0;
@@ -67,6 +73,10 @@ std::vector<double> plain_logprobs(const Fixture& f, const std::vector<int32_t>&
     out.push_back(logits[size_t(j * v + ids[size_t(j + 1)])] - top - std::log(sum));
   }
   return out;
+}
+
+std::vector<double> plain_logprobs(const Fixture& f, const std::vector<int32_t>& ids) {
+  return plain_logprobs(f.lm, f.ps, f.st, ids);
 }
 
 // The continuation's summed log-likelihood: the byte tokenizer's ids of context + continuation,
@@ -225,6 +235,42 @@ TEST_CASE("perplexity is exp(mean NLL) of the plain forward pass, with and witho
   CHECK(windowed.tokens == n - 1);
   CHECK(windowed.nll == doctest::Approx(sliding).epsilon(1e-12));
   CHECK(windowed.nll != doctest::Approx(nll).epsilon(1e-6));  // the short windows lose context
+  CHECK(windowed.token_perplexity() == doctest::Approx(std::exp(sliding / double(n - 1))).epsilon(1e-12));
+
+  // HF's guide, its loop written out: each window's mean loss over its labels, weighted by
+  // trg_len - 1 (its num_valid_tokens - batch_size).
+  double guide_sum = 0, guide_tokens = 0;
+  int64_t previous_end = 0, windows = 0;
+  for (int64_t begin = 0; begin < n; begin += stride) {
+    const int64_t end = std::min(begin + window, n), trg_len = end - previous_end;
+    const std::vector<double> lp = plain_logprobs(f, std::vector<int32_t>(ids.begin() + begin, ids.begin() + end));
+    double loss = 0;
+    int64_t labels = 0;
+    for (int64_t j = std::max(begin + 1, end - trg_len); j < end; ++j, ++labels) loss -= lp[size_t(j - begin - 1)];
+    guide_sum += loss / double(labels) * double(trg_len - 1);
+    guide_tokens += double(trg_len - 1);
+    previous_end = end;
+    ++windows;
+    if (end == n) break;
+  }
+  CHECK(windowed.windows == windows);
+  CHECK(windowed.perplexity() == doctest::Approx(std::exp(guide_sum / guide_tokens)).epsilon(1e-12));
+  CHECK(windowed.perplexity() != doctest::Approx(windowed.token_perplexity()).epsilon(1e-9));
+
+  // stride = window: the windows do not overlap and each one's first token goes unscored, as in
+  // the guide.
+  const PerplexityResult apart = perplexity(f.lm, f.ps, f.st, ids, int64_t(text.size()), {.window = 8, .stride = 8});
+  const int64_t pieces = (n + 7) / 8;
+  CHECK(apart.windows == pieces - (n % 8 == 1 ? 1 : 0));
+  CHECK(apart.tokens == n - pieces);
+  double apart_nll = 0;
+  for (int64_t begin = 0; begin < n; begin += 8) {
+    const int64_t end = std::min(begin + 8, n);
+    if (end - begin < 2) continue;
+    for (double v : plain_logprobs(f, std::vector<int32_t>(ids.begin() + begin, ids.begin() + end))) apart_nll -= v;
+  }
+  CHECK(apart.nll == doctest::Approx(apart_nll).epsilon(1e-12));
+  CHECK(apart.perplexity() == doctest::Approx(apart.token_perplexity()).epsilon(1e-12));
 
   CHECK_THROWS_WITH(perplexity(f.lm, f.ps, f.st, {1}, 1, {}), "[eval] perplexity needs at least 2 tokens, the text has 1");
   CHECK_THROWS_WITH(perplexity(f.lm, f.ps, f.st, ids, 1, {.window = 300, .stride = 1}),
@@ -248,4 +294,139 @@ TEST_CASE("bad task files fail with one line naming the file and line") {
   CHECK_THROWS_WITH(read_task("squad", missing),
                     "[eval] unknown task 'squad' (known: winogrande, piqa, hellaswag, arc_challenge, arc_easy, boolq)");
   for (const std::string& p : {missing, empty, range, key, blank}) std::filesystem::remove(p);
+}
+
+// ---- the harness's conventions with HF tokenizers ----
+
+namespace {
+
+// A copy of an HF tokenizer fixture's tokenizer.json in a directory of its own, with a
+// tokenizer_config.json naming its special tokens as the real model's does.
+struct TokenizerDir {
+  TempDir dir;
+  TokenizerDir(const std::string& fixture, const std::string& config) {
+    std::filesystem::copy_file(kTokenizers + fixture + "/tokenizer.json", dir / "tokenizer.json");
+    write_file(dir / "tokenizer_config.json", config);
+  }
+};
+
+// The continuation's summed log-likelihood given the ids of context and continuation, the last
+// max_position_embeddings + 1 of them kept.
+double loglik_of(const nn::CausalLM& lm, const nn::Params& ps, const nn::State& st, const std::vector<int32_t>& context,
+                 const std::vector<int32_t>& continuation) {
+  std::vector<int32_t> ids = context;
+  ids.insert(ids.end(), continuation.begin(), continuation.end());
+  const size_t window = size_t(lm.config().max_position_embeddings);
+  if (ids.size() > window + 1) ids.erase(ids.begin(), ids.end() - ptrdiff_t(window + 1));
+  const std::vector<double> lp = plain_logprobs(lm, ps, st, ids);
+  double sum = 0;
+  for (size_t j = lp.size() - std::min(continuation.size(), lp.size()); j < lp.size(); ++j) sum += lp[j];
+  return sum;
+}
+
+}  // namespace
+
+TEST_CASE("a Llama-style tokenizer's requests start with its BOS, as the harness's tok_encode gives them") {
+  // Llama 3's tokenizer: the template puts <|begin_of_text|> in front; tokenizer_config.json names
+  // it bos_token, so it is also the prefix of an empty context.
+  const TokenizerDir llama3("llama3", R"({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"})");
+  const text::Tokenizer tok = text::Tokenizer::load(llama3.dir.path.string());
+  const int32_t bos = *tok.token_to_id("<|begin_of_text|>"), eos = *tok.token_to_id("<|end_of_text|>");
+  const HarnessEncoding h = harness_encoding(&tok, eos);
+  CHECK(h.prefix_id == bos);
+  const std::string context = "Question: Which way is up?\nAnswer:", continuation = " the sky";
+  CHECK(h.encode(context).front() == bos);
+  CHECK(h.plain(context).front() != bos);
+  const auto [ctx, cont] = encode_pair(context, continuation, h.encode, h.config());
+  CHECK(ctx == tok.encode(context, true));
+  const std::vector<int32_t> whole = tok.encode(context + continuation, true);
+  CHECK(cont == std::vector<int32_t>(whole.begin() + ptrdiff_t(ctx.size()), whole.end()));
+  CHECK(std::count(cont.begin(), cont.end(), bos) == 0);
+  // A context that already starts with the BOS text gets no second one (the harness's
+  // has_bos_prefix check).
+  const std::vector<int32_t> prefixed = h.encode("<|begin_of_text|>Answer:");
+  CHECK(prefixed == tok.encode("<|begin_of_text|>Answer:", false));
+  CHECK(std::count(prefixed.begin(), prefixed.end(), bos) == 1);
+  // An empty context: the BOS, then the continuation without special tokens.
+  const auto [empty_ctx, empty_cont] = encode_pair("", " the sky", h.encode, h.config());
+  CHECK(empty_ctx == std::vector<int32_t>{bos});
+  CHECK(empty_cont == tok.encode(" the sky", false));
+  // Trailing whitespace of the context moves to the continuation.
+  const auto [moved_ctx, moved_cont] = encode_pair("Answer: ", "yes", h.encode, h.config());
+  CHECK(moved_ctx == tok.encode("Answer:", true));
+  const std::vector<int32_t> moved_whole = tok.encode("Answer: yes", true);
+  CHECK(moved_cont == std::vector<int32_t>(moved_whole.begin() + ptrdiff_t(moved_ctx.size()), moved_whole.end()));
+}
+
+TEST_CASE("a Qwen2-style tokenizer adds nothing, and an empty context's prefix is its EOS") {
+  // Qwen2's tokenizer_config.json has "bos_token": null; its template adds no special token.
+  const TokenizerDir qwen2("qwen2", R"({"bos_token": null, "eos_token": "<|endoftext|>"})");
+  const text::Tokenizer tok = text::Tokenizer::load(qwen2.dir.path.string());
+  CHECK_FALSE(tok.bos_id().has_value());
+  const int32_t eos = *tok.eos_id();
+  const HarnessEncoding h = harness_encoding(&tok, eos);
+  CHECK(h.prefix_id == eos);
+  const std::string context = "Question: Which way is up?\nAnswer:";
+  CHECK(h.encode(context) == tok.encode(context, false));
+  const auto [ctx, cont] = encode_pair(context, " the sky", h.encode, h.config());
+  CHECK(ctx == tok.encode(context, false));
+  CHECK(encode_pair("", " the sky", h.encode, h.config()).first == std::vector<int32_t>{eos});
+  // The byte tokenizer: nothing added, the end of a document as the prefix.
+  const HarnessEncoding b = harness_encoding(nullptr, kEndOfDocument);
+  CHECK(b.encode("ab") == std::vector<int32_t>{97, 98});
+  CHECK(b.prefix_id == kEndOfDocument);
+}
+
+TEST_CASE("a tiny HF Llama with its tokenizer: every choice is scored after the BOS") {
+  const nn::LoadedModel loaded = nn::load_model_dir(kLlamaWithTokenizer, DType::f64);
+  const nn::CausalLM lm(loaded.config);
+  const text::Tokenizer tok = text::Tokenizer::load(kLlamaWithTokenizer);
+  REQUIRE(tok.bos_id() == std::optional<int32_t>(1));
+  const HarnessEncoding h = harness_encoding(&tok, *tok.eos_id());
+  const std::vector<McExample> examples = read_task("piqa", kSamples + "piqa.jsonl");
+  size_t differs = 0;
+  for (const McExample& ex : examples) {
+    const std::vector<double> got = choice_logliks(lm, loaded.params, loaded.state, ex.requests, h.encode, h.config());
+    for (size_t i = 0; i < ex.requests.size(); ++i) {
+      const std::string& context = ex.requests[i].context;
+      const std::vector<int32_t> ctx = tok.encode(context, true), whole = tok.encode(context + ex.requests[i].continuation, true);
+      REQUIRE(ctx.front() == 1);
+      const std::vector<int32_t> cont(whole.begin() + ptrdiff_t(ctx.size()), whole.end());
+      CHECK(got[i] == doctest::Approx(loglik_of(lm, loaded.params, loaded.state, ctx, cont)).epsilon(1e-12));
+      // Without the BOS (cotan's old encoding) the same continuation scores otherwise.
+      const std::vector<int32_t> no_bos(ctx.begin() + 1, ctx.end());
+      differs += std::abs(got[i] - loglik_of(lm, loaded.params, loaded.state, no_bos, cont)) > 1e-6;
+    }
+  }
+  CHECK(differs > 0);
+}
+
+TEST_CASE("perplexity text: the file as one stream with the template, or documents each ending in EOS") {
+  const TokenizerDir llama3("llama3", R"({"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"})");
+  const text::Tokenizer tok = text::Tokenizer::load(llama3.dir.path.string());
+  const int32_t bos = *tok.bos_id(), eos = *tok.eos_id();
+  const std::string fortunes = "First fortune.\n%\nSecond one,\ntwo lines.\n%\n";
+  const std::string file = write_temp("fortunes", fortunes);
+  const PerplexityText stream = perplexity_text(file, PerplexityMode::stream, "text", &tok, eos);
+  CHECK(stream.ids == tok.encode(fortunes, true));  // the file verbatim, one BOS, no EOS
+  CHECK(std::count(stream.ids.begin(), stream.ids.end(), bos) == 1);
+  CHECK(std::count(stream.ids.begin(), stream.ids.end(), eos) == 0);
+  CHECK(stream.bytes == int64_t(fortunes.size()));
+  CHECK(stream.documents == 2);
+  const PerplexityText docs = perplexity_text(file, PerplexityMode::documents, "text", &tok, eos);
+  std::vector<int32_t> want = tok.encode("First fortune.\n", true);
+  want.push_back(eos);
+  const std::vector<int32_t> second = tok.encode("Second one,\ntwo lines.\n", true);
+  want.insert(want.end(), second.begin(), second.end());
+  want.push_back(eos);
+  CHECK(docs.ids == want);
+  CHECK(docs.documents == 2);
+  // JSONL: the documents joined with a blank line, as the guide joins WikiText's.
+  const std::string jsonl = write_temp("ppl.jsonl", "{\"text\": \"one\"}\n{\"text\": \"two\"}\n");
+  CHECK(perplexity_text(jsonl, PerplexityMode::stream, "text", &tok, eos).ids == tok.encode("one\n\ntwo", true));
+  CHECK(perplexity_text(jsonl, PerplexityMode::stream, "text", nullptr, kEndOfDocument).ids == text::encode_bytes("one\n\ntwo"));
+  CHECK(parse_perplexity_mode("documents") == PerplexityMode::documents);
+  CHECK_THROWS_WITH(parse_perplexity_mode("lines"), "[eval] --ppl-mode lines: expected stream or documents");
+  std::filesystem::remove(file);
+  std::filesystem::remove(jsonl);
 }

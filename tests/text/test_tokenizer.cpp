@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "support.hpp"
+#include "text/byte_tokenizer.hpp"
 #include "text/decompress.hpp"
 #include "text/tokenizer.hpp"
+#include "text/tokenizer_files.hpp"
+#include "util/json.hpp"
 
 namespace fs = std::filesystem;
 using namespace cotan;
@@ -202,6 +205,89 @@ TEST_CASE("decode matches HF tokenizers on made-up id lists") {
     CHECK(cases > 0);
     CHECK(bad == 0);
   }
+}
+
+TEST_CASE("the byte tokenizer's tokenizer.json is the one HF saves, and HF encodes every document as encode_bytes does") {
+  // fixtures/bytes was written by make_byte_fixture.py: the tokenizer built and saved by HF, and
+  // HF's encodings (checked against cotan's reader in the tests above).
+  const fs::path dir = kFixtures / "bytes";
+  CHECK(json_equal(parse_json(text::byte_tokenizer_json()), read_json_file((dir / "tokenizer.json").string())));
+  CHECK(text::byte_tokenizer_json() == text::read_all((dir / "tokenizer.json").string()) + "\n");
+  CHECK(text::is_byte_tokenizer_json(dir.string()));
+  CHECK(text::is_byte_tokenizer_json((dir / "tokenizer.json").string()));
+  CHECK_FALSE(text::is_byte_tokenizer_json((kFixtures / "qwen2").string()));
+  CHECK_FALSE(text::is_byte_tokenizer_json((kFixtures / "nowhere").string()));
+  CHECK_FALSE(text::load_tokenizer(dir.string()).has_value());
+  CHECK(text::load_tokenizer((kFixtures / "qwen2").string()).has_value());
+  // A file that is not JSON is not the byte tokenizer's; loading it is the reader's error.
+  TempDir tmp;
+  write_file(tmp / "broken.json", "{\"model\": ");
+  CHECK_FALSE(text::is_byte_tokenizer_json(tmp / "broken.json"));
+  CHECK(error_of([&] { text::load_tokenizer(tmp / "broken.json"); }).find("broken.json: not valid JSON") != std::string::npos);
+  const std::vector<Document>& docs = documents();
+  const std::vector<Expected> expected = expected_of(dir, docs);
+  size_t bad = 0, replaced = 0;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    // HF is given invalid UTF-8 with U+FFFD for each ill-formed subsequence (its API takes str).
+    const bool valid = text::valid_utf8(docs[i].text);
+    replaced += !valid;
+    const std::vector<int32_t> ids = text::encode_bytes(valid ? docs[i].text : text::replace_invalid_utf8(docs[i].text));
+    if ((ids != expected[i].ids || ids != expected[i].ids_plain) && ++bad <= 3)
+      MESSAGE("document ", i, "\n  HF:    ", show(expected[i].ids), "\n  bytes: ", show(ids));
+  }
+  CHECK(bad == 0);
+  CHECK(replaced > 0);
+  // A text spelling the end-of-document token is its bytes there too.
+  const std::string eod = text::kByteEndOfDocumentToken;
+  const Tokenizer hf = load_fixture(dir);
+  CHECK(hf.encode("a" + eod) == text::encode_bytes("a" + eod));
+  CHECK(hf.decode(std::vector<int32_t>{104, 105, text::kEndOfDocument}) == "hi" + eod);
+  CHECK(hf.vocab_size() == text::kByteVocab);
+}
+
+TEST_CASE("a model directory's tokenizer files: the byte tokenizer's, and an HF tokenizer's copied or completed") {
+  TempDir tmp;
+  const auto write_files = [&](const std::string& sub, const text::TokenizerFiles& files) {
+    for (const text::TokenizerFile& f : files.files) write_file(tmp / (sub + "/" + f.name), f.text);
+    return tmp / sub;
+  };
+  // The byte tokenizer's: eos and pad 256, no bos; read back as cotan reads a model directory.
+  const text::TokenizerFiles bytes = text::byte_tokenizer_files();
+  const std::string byte_dir = write_files("bytes", bytes);
+  CHECK(text::is_byte_tokenizer_json(byte_dir));
+  const Tokenizer b = Tokenizer::load(byte_dir);
+  CHECK(b.eos_id() == std::optional<int32_t>(256));
+  CHECK_FALSE(b.bos_id().has_value());
+  const Json generation = read_json_file(tmp / "bytes/generation_config.json");
+  CHECK(generation["eos_token_id"] == 256);
+  CHECK(bytes.config_ids == std::vector<std::pair<std::string, std::string>>{{"eos_token_id", "256"}, {"pad_token_id", "256"}});
+
+  // A Llama-style directory with its tokenizer_config.json and config.json: copied as they are,
+  // and a generation_config.json written from their ids.
+  const fs::path llama = fs::path(COTAN_SOURCE_DIR) / "tests/hf/fixtures/llama_with_tokenizer";
+  const text::TokenizerFiles l = text::hf_tokenizer_files(Tokenizer::load(llama.string()));
+  const std::string llama_dir = write_files("llama", l);
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+    CHECK(text::read_all(tmp / (std::string("llama/") + name)) == text::read_all((llama / name).string()));
+  const Json lg = read_json_file(tmp / "llama/generation_config.json");
+  CHECK(lg["bos_token_id"] == 1);
+  CHECK(lg["eos_token_id"] == 2);
+  CHECK(l.config_ids ==
+        std::vector<std::pair<std::string, std::string>>{{"bos_token_id", "1"}, {"eos_token_id", "2"}, {"pad_token_id", "null"}});
+  CHECK(Tokenizer::load(llama_dir).bos_id() == std::optional<int32_t>(1));
+
+  // A tokenizer.json alone (Qwen2-style, no BOS in its template): a tokenizer_config.json is
+  // written with its end-of-sequence token; Llama 3's template gives its bos.
+  const text::TokenizerFiles q = text::hf_tokenizer_files(Tokenizer::load((kFixtures / "qwen2").string()));
+  write_files("qwen2", q);
+  const Json qc = read_json_file(tmp / "qwen2/tokenizer_config.json");
+  CHECK(qc["eos_token"] == "<|endoftext|>");
+  CHECK(qc["bos_token"].is_null());
+  CHECK(q.config_ids == std::vector<std::pair<std::string, std::string>>{{"eos_token_id", std::to_string(*Tokenizer::load((kFixtures / "qwen2").string()).eos_id())}});
+  const text::TokenizerFiles l3 = text::hf_tokenizer_files(Tokenizer::load((kFixtures / "llama3").string()));
+  const std::string l3_dir = write_files("llama3", l3);
+  CHECK(read_json_file(tmp / "llama3/tokenizer_config.json")["bos_token"] == "<|begin_of_text|>");
+  CHECK(Tokenizer::load(l3_dir).bos_id() == Tokenizer::load(l3_dir).token_to_id("<|begin_of_text|>"));
 }
 
 TEST_CASE("a tokenizer encodes the same from many threads at once") {
