@@ -21,7 +21,7 @@ make_one_document() {  # FILE
 case_pretrain_out_existing_model() {
   pretrain --run-dir "$WORK/run1" --out "$WORK/model" > /dev/null 2>&1 || fail "the first run failed"
   remember "$WORK/model"
-  expect_error "[pretrain] --out $WORK/model already holds a model (checksums.json, config.json, model.safetensors): pass --overwrite to move it aside, or choose another --out" \
+  expect_error "[pretrain] --out $WORK/model already holds a model (checksums.json, config.json, generation_config.json and 3 more): pass --overwrite to move it aside, or choose another --out" \
     pretrain --run-dir "$WORK/run2" --out "$WORK/model"
   check_unchanged "$WORK/model"
   [ ! -e "$WORK/run2" ] || fail "the refused run trained: $(ls -A "$WORK/run2")"
@@ -49,7 +49,7 @@ case_pretrain_out_existing_model() {
   grep -qF "moved the earlier contents of --out $WORK/model to $WORK/model.old-1" "$STDERR" || fail "no message: $(cat "$STDERR")"
   snapshot "$WORK/model.old-1" | cmp -s - "$SNAPSHOTS/$(echo "$WORK/model" | cksum | cut -d' ' -f1)" ||
     fail "$WORK/model.old-1 is not the old model"
-  [ "$(ls "$WORK/model")" = "$(printf 'checksums.json\nconfig.json\nmodel.safetensors')" ] ||
+  [ "$(ls "$WORK/model")" = "$(printf 'checksums.json\nconfig.json\ngeneration_config.json\nmodel.safetensors\ntokenizer.json\ntokenizer_config.json')" ] ||
     fail "the new model is not alone in $WORK/model: $(ls "$WORK/model")"
 }
 
