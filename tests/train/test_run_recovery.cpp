@@ -25,16 +25,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct SmallRun {
-  TokenData data = corpus();
-  nn::CausalLM model{micro(nn::AttentionKind::softmax)};
-  TrainResult run(const TrainConfig& c, bool resume) const {
-    Generator gen(5);
-    auto [ps, st] = model.init(gen);
-    return fit(model, ps, st, Teacher{}, data, c, resume);
-  }
-};
-
 // What f writes to std::cerr.
 std::string cerr_of(const std::function<void()>& f) {
   std::ostringstream captured;

@@ -542,16 +542,6 @@ std::map<std::string, std::string> files_of(const fs::path& dir) {
   return out;
 }
 
-struct SmallRun {
-  TokenData data = corpus();
-  nn::CausalLM model{micro(nn::AttentionKind::softmax)};
-  TrainResult run(const TrainConfig& c, bool resume) const {
-    Generator gen(5);
-    auto [ps, st] = model.init(gen);
-    return fit(model, ps, st, Teacher{}, data, c, resume);
-  }
-};
-
 std::string error_text(const std::function<void()>& f) {
   try {
     f();

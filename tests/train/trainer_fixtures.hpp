@@ -78,4 +78,15 @@ struct Pair {
   Teacher view() const { return {&teacher, &teacher_params, &teacher_state}; }
 };
 
+// A pretraining run of the softmax micro model on the corpus, from the same initial weights.
+struct SmallRun {
+  TokenData data = corpus();
+  nn::CausalLM model{micro(nn::AttentionKind::softmax)};
+  TrainResult run(const TrainConfig& c, bool resume) const {
+    Generator gen(5);
+    auto [ps, st] = model.init(gen);
+    return fit(model, ps, st, Teacher{}, data, c, resume);
+  }
+};
+
 }  // namespace cotan::train::testing
