@@ -493,11 +493,41 @@ TopkFile TopkFile::open(const std::string& path) {
   f.ids_ = reinterpret_cast<const int32_t*>(p);
   f.logp_ = reinterpret_cast<const float*>(p + nk * 4);
   f.tail_ = reinterpret_cast<const float*>(p + nk * 8);
-  for (uint64_t i = 0; i < nk; ++i)
-    if (f.ids_[i] < 0 || uint32_t(f.ids_[i]) >= f.header_.vocab_size)
-      fail(kOp, path, ": id ", f.ids_[i], " at position ", i / f.header_.k, " is outside the vocabulary of ",
-           f.header_.vocab_size);
+  check_values(f);
   return f;
+}
+
+// The values a teacher's top-k can hold, position by position (a checksum proves only that the
+// bytes are the writer's): ids inside the vocabulary and distinct, log-probabilities at most 0 and
+// non-increasing, a tail log-mass at most 0, and the k probabilities with the tail summing to 1.
+void TopkFile::check_values(const TopkFile& f) {
+  const uint64_t k = f.header_.k;
+  // f32 log-probabilities of K ids and the tail: their masses sum to 1 within far less than this.
+  constexpr double kMassTolerance = 1e-3;
+  std::vector<int32_t> sorted(k);
+  for (uint64_t r = 0; r < f.header_.positions; ++r) {
+    const int32_t* ids = f.ids_ + r * k;
+    const float* logp = f.logp_ + r * k;
+    auto bad = [&](const auto&... what) { fail(kOp, f.path_, ": position ", r, ": ", what...); };
+    double mass = 0;
+    for (uint64_t i = 0; i < k; ++i) {
+      if (ids[i] < 0 || uint32_t(ids[i]) >= f.header_.vocab_size)
+        bad("id ", ids[i], " is outside the vocabulary of ", f.header_.vocab_size);
+      if (!(logp[i] <= 0)) bad("log p ", logp[i], " of id ", ids[i], " is not a log-probability (above 0, or NaN)");
+      if (i > 0 && logp[i] > logp[i - 1])
+        bad("log p ", logp[i], " of id ", ids[i], " follows ", logp[i - 1], ": the top-k is not sorted by probability");
+      mass += std::exp(double(logp[i]));
+    }
+    const float tail = f.tail_[r];
+    if (!(tail <= 0)) bad("the tail's log-mass ", tail, " is not a log-probability (above 0, or NaN)");
+    mass += std::exp(double(tail));
+    if (std::abs(mass - 1) > kMassTolerance)
+      bad("the top-", k, " probabilities and the tail sum to ", mass, ", not 1");
+    std::copy(ids, ids + k, sorted.begin());
+    std::sort(sorted.begin(), sorted.end());
+    if (const auto twice = std::adjacent_find(sorted.begin(), sorted.end()); twice != sorted.end())
+      bad("id ", *twice, " appears twice in the top-", k);
+  }
 }
 
 void TopkSequence::append(const TopkFile& file) {

@@ -81,7 +81,10 @@ void write_topk_file(const std::string& path, const TopkHeader& header, const st
                      const std::vector<float>& logp, const std::vector<float>& tail);
 
 // A validated, memory-mapped top-k file. Errors name the file and the field: bad magic, version,
-// a size that does not match the header, a checksum mismatch (any flipped byte).
+// a size that does not match the header, a checksum mismatch (any flipped byte), and values no
+// teacher gives, named with their position: an id outside the vocabulary or twice in a row's top-k,
+// a log-probability above 0 or NaN, a row not sorted by probability, a tail log-mass above 0,
+// masses that do not sum to 1.
 class TopkFile {
  public:
   static TopkFile open(const std::string& path);
@@ -95,6 +98,9 @@ class TopkFile {
   const float* tail() const { return tail_; }
 
  private:
+  // Throws "[teacher-logits] FILE: position P: ..." for values no teacher gives (see open).
+  static void check_values(const TopkFile& f);
+
   std::string path_;
   TopkHeader header_;
   const int32_t* ids_ = nullptr;

@@ -179,6 +179,51 @@ TEST_CASE("top-k files: round trip, corruption and the checks against a shard") 
   CHECK(error_of([&] { TopkFile::open(path); }).find("bytes, but the header's positions") != std::string::npos);
 }
 
+TEST_CASE("top-k files whose checksum is right but whose values no teacher gives are refused, naming the position") {
+  TempDir dir;
+  const Logits l = random_logits({3}, 257, 5);
+  const TopkTargets top = teacher_topk(l.teacher, 4, 1.0);
+  TopkHeader h;
+  h.k = 4;
+  h.positions = 3;
+  h.vocab_size = 257;
+  h.seq_len = 3;
+  h.tokenizer = kByteTokenizer;
+  h.source_name = "train-00000.tok";
+  const std::string path = dir / "bad.topk";
+  const std::vector<int32_t> ids = top.ids.to_vector<int32_t>();
+  const std::vector<float> logp = top.logp.to_vector<float>(), tail = top.tail.to_vector<float>();
+  auto error_with = [&](std::vector<int32_t> i, std::vector<float> lp, std::vector<float> t) {
+    write_topk_file(path, h, i, lp, t);  // a valid checksum over whatever values it is given
+    return error_of([&] { TopkFile::open(path); });
+  };
+  CHECK(error_with(ids, logp, tail) == "(no error)");  // the teacher's own values pass
+  std::vector<float> positive = logp;
+  positive[5] = 0.25f;  // position 1
+  CHECK(error_with(ids, positive, tail) == "[teacher-logits] " + path + ": position 1: log p 0.25 of id " +
+                                               std::to_string(ids[5]) + " is not a log-probability (above 0, or NaN)");
+  std::vector<float> unsorted = logp;
+  std::swap(unsorted[8], unsorted[9]);  // position 2
+  CHECK(error_with(ids, unsorted, tail).find(": position 2: log p ") != std::string::npos);
+  CHECK(error_with(ids, unsorted, tail).find("the top-k is not sorted by probability") != std::string::npos);
+  std::vector<int32_t> twice = ids;
+  twice[3] = twice[1];  // position 0
+  CHECK(error_with(twice, logp, tail) ==
+        "[teacher-logits] " + path + ": position 0: id " + std::to_string(ids[1]) + " appears twice in the top-4");
+  std::vector<float> heavy_tail = tail;
+  heavy_tail[2] = 0.5f;
+  CHECK(error_with(ids, logp, heavy_tail).find(": position 2: the tail's log-mass 0.5 is not a log-probability") !=
+        std::string::npos);
+  std::vector<float> light_tail = tail;
+  light_tail[1] = -30.0f;  // the mass of positions 1's tail gone: the row sums to less than 1
+  CHECK(error_with(ids, logp, light_tail).find(": position 1: the top-4 probabilities and the tail sum to ") !=
+        std::string::npos);
+  std::vector<int32_t> outside = ids;
+  outside[6] = 300;
+  CHECK(error_with(outside, logp, tail) ==
+        "[teacher-logits] " + path + ": position 1: id 300 is outside the vocabulary of 257");
+}
+
 TEST_CASE("aligned windows carry the top-k of their positions, across files") {
   TempDir dir;
   std::vector<int32_t> a(23), b(18);
@@ -188,7 +233,10 @@ TEST_CASE("aligned windows carry the top-k of their positions, across files") {
   write_token_shard(dir / "data/train-00000.tok", a, kByteTokenizer);
   write_token_shard(dir / "data/train-00001.tok", b, kByteTokenizer);
   std::filesystem::create_directories(dir / "topk");
-  // Position p's "top-k" is (p, p + 1) with log-probabilities -p, -p - 1 and tail -p - 2.
+  // Position p's top-k is ids (p, p + 1) with probabilities 0.5 and 0.1 + p / 200; the tail holds
+  // the rest, whose log tells the positions apart too.
+  auto second = [](uint64_t p) { return 0.1 + double(p) / 200; };
+  auto tail_of = [&](uint64_t p) { return float(std::log(0.5 - second(p))); };
   uint64_t position = 0;
   for (const std::string name : {"train-00000.tok", "train-00001.tok"}) {
     const std::string shard = dir / ("data/" + name);
@@ -207,8 +255,8 @@ TEST_CASE("aligned windows carry the top-k of their positions, across files") {
     std::vector<float> logp, tail;
     for (uint64_t i = 0; i < n; ++i, ++position) {
       ids.insert(ids.end(), {int32_t(position), int32_t(position + 1)});
-      logp.insert(logp.end(), {-float(position), -float(position) - 1});
-      tail.push_back(-float(position) - 2);
+      logp.insert(logp.end(), {float(std::log(0.5)), float(std::log(second(position)))});
+      tail.push_back(tail_of(position));
     }
     write_topk_file(dir / ("topk/" + topk_file_name(name)), h, ids, logp, tail);
   }
@@ -229,7 +277,7 @@ TEST_CASE("aligned windows carry the top-k of their positions, across files") {
       CHECK(start % 5 == 0);  // aligned: every window starts at a multiple of seq_len
       for (int64_t t = 0; t < 5; ++t) {
         CHECK(ids[size_t(r * 10 + t * 2)] == start + t);
-        CHECK(tail[size_t(r * 5 + t)] == -float(start + t) - 2);
+        CHECK(tail[size_t(r * 5 + t)] == tail_of(uint64_t(start + t)));
         CHECK(inputs[size_t(r * 5 + t)] == data.train[uint64_t(start + t)]);
       }
     }
