@@ -966,6 +966,9 @@ class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
   virtual void apply(std::vector<int32_t>& ids, bool add_special_tokens) const = 0;
+  // Throws, naming the JSON path, when an id the post-processor adds is outside [0, vocab_size):
+  // checked once the vocabulary is known, so that no encode ever yields such an id.
+  virtual void check_vocabulary(const Reader&, int64_t) const {}
 };
 
 // ByteLevel as a post-processor only trims offsets: the ids stay as they are.
@@ -985,7 +988,10 @@ class Template final : public PostProcessor {
         const Json& ids = r.field(value, at, "ids");
         if (!ids.is_array()) r.error(at + ".ids", "is not a list");
         std::vector<int32_t> list;
-        for (size_t i = 0; i < ids.size(); ++i) list.push_back(int32_t(r.integer(ids[i], cat(at, ".ids[", i, "]"), 0, INT32_MAX - 1)));
+        for (size_t i = 0; i < ids.size(); ++i) {
+          list.push_back(int32_t(r.integer(ids[i], cat(at, ".ids[", i, "]"), 0, INT32_MAX - 1)));
+          paths_.emplace_back(list.back(), cat(at, ".ids[", i, "]"));
+        }
         special[name] = std::move(list);
       }
     }
@@ -1032,6 +1038,10 @@ class Template final : public PostProcessor {
     }
     ids = std::move(out);
   }
+  void check_vocabulary(const Reader& r, int64_t vocab_size) const override {
+    for (const auto& [id, at] : paths_)
+      if (id >= vocab_size) r.error(at, cat("is ", id, ", outside the vocabulary of ", vocab_size, " ids"));
+  }
 
  private:
   struct Part {
@@ -1039,6 +1049,7 @@ class Template final : public PostProcessor {
     std::vector<int32_t> ids;
   };
   std::vector<Part> parts_;
+  std::vector<std::pair<int32_t, std::string>> paths_;  // every special id with its JSON path
 };
 
 class PostProcessorSequence final : public PostProcessor {
@@ -1046,6 +1057,9 @@ class PostProcessorSequence final : public PostProcessor {
   explicit PostProcessorSequence(std::vector<std::unique_ptr<PostProcessor>> parts) : parts_(std::move(parts)) {}
   void apply(std::vector<int32_t>& ids, bool add_special_tokens) const override {
     for (const auto& p : parts_) p->apply(ids, add_special_tokens);
+  }
+  void check_vocabulary(const Reader& r, int64_t vocab_size) const override {
+    for (const auto& p : parts_) p->check_vocabulary(r, vocab_size);
   }
 
  private:
@@ -1428,6 +1442,7 @@ Tokenizer Tokenizer::from_json(std::string_view json_text, const std::string& na
     (impl->added[i].normalized ? impl->normalized_matcher : impl->raw_matcher).add(impl->added_pattern[i], i);
   }
   impl->vocab_size = max_id + 1;
+  if (impl->post_processor) impl->post_processor->check_vocabulary(r, impl->vocab_size);
   for (const char* name_of_eos : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<|im_end|>", "<eos>", "<|eot_id|>"}) {
     for (const AddedToken& t : impl->added) {
       if (t.special && t.content == name_of_eos) {

@@ -376,6 +376,18 @@ TEST_CASE("bad tokenizer.json files are errors naming the file and the field") {
   CHECK(json_error(with("pre_tokenizer", R"({"type":"Split","pattern":{"String":" "},"behavior":"Apart"})")) ==
         "[tokenizer] t.json: pre_tokenizer.behavior \"Apart\" is not Removed, Isolated, MergedWithPrevious, "
         "MergedWithNext or Contiguous");
+  // A template's special token outside the vocabulary (ids 0..2 here) is refused at load, naming
+  // its JSON path, not when the first encode yields it.
+  const std::string bos_at_7 =
+      R"({"type":"TemplateProcessing","single":"<s> $A","pair":"<s> $A $B","special_tokens":{"<s>":{"id":"<s>","ids":[7],"tokens":["<s>"]}}})";
+  CHECK(json_error(with("post_processor", bos_at_7)) ==
+        "[tokenizer] t.json: post_processor.special_tokens[\"<s>\"].ids[0] is 7, outside the vocabulary of 3 ids");
+  CHECK(json_error(with("post_processor", R"({"type":"Sequence","processors":[{"type":"ByteLevel"},)" + bos_at_7 + "]}")) ==
+        "[tokenizer] t.json: post_processor.processors[1].special_tokens[\"<s>\"].ids[0] is 7, outside the vocabulary "
+        "of 3 ids");
+  std::string bos_at_2 = bos_at_7;
+  bos_at_2.replace(bos_at_2.find("[7]"), 3, "[2]");
+  CHECK(json_error(with("post_processor", bos_at_2)) == "(no error)");
   CHECK(json_error(R"({"truncation":{"max_length":512},"model":{"type":"BPE","vocab":{},"merges":[]}})") ==
         "[tokenizer] t.json: truncation is set: cotan tokenizes whole documents, without truncation or padding; set "
         "it to null");
