@@ -20,14 +20,21 @@ using namespace cotan;
 // ---- an attention kind: softmax with a learned temperature per head ----
 // Head h's scores q k^T / sqrt(d) are multiplied by t_h, a parameter [H] that starts at 1 (plain
 // softmax) and takes no weight decay. Written with ops: autograd differentiates it.
-const nn::AttentionKind kTemperature = nn::register_attention_kind({
-    .name = "temperature",
-    .help = "softmax attention with a learned temperature per head",
-    .params = {{"temperature", nn::LayerDim::heads, nn::LayerDim::none, nn::Init::ones, false, "scales head h's scores"}},
-    .composed = [](const nn::CoreInputs& in) -> nn::CoreResult {
-      const Tensor t = reshape(in.ps["temperature"], {1, -1, 1, 1});  // [1, H, 1, 1]
-      return {nn::attention_composed({.q = in.q * t, .k = in.k, .v = in.v})};
-    }});
+nn::AttentionKindInfo temperature_kind() {
+  nn::AttentionKindInfo row;
+  row.name = "temperature";
+  row.help = "softmax attention with a learned temperature per head";
+  row.params = {{"temperature", nn::LayerDim::heads, nn::LayerDim::none, nn::Init::ones, false, "scales head h's scores"}};
+  row.composed = [](const nn::CoreInputs& in) {
+    nn::AttentionCore core;  // causal softmax attention on queries scaled per head
+    core.q = in.q * reshape(in.ps["temperature"], {1, -1, 1, 1});  // [B, H, T, d] * [1, H, 1, 1]
+    core.k = in.k;
+    core.v = in.v;
+    return nn::CoreResult{nn::attention_composed(core), {}};
+  };
+  return row;
+}
+const nn::AttentionKind kTemperature = nn::register_attention_kind(temperature_kind());
 
 // ---- a model family: parallel blocks ----
 // x <- x + attention(norm(x)) + mlp(norm(x)): attention and MLP read one normed input side by
@@ -93,8 +100,9 @@ class ParallelLM final : public nn::LanguageModel {
   nn::Attention attention() const {
     nn::AttentionConfig options;
     options.kind = c_.kind;
-    const int64_t d = c_.dim / c_.heads;
-    return {c_.dim, c_.heads, c_.kv_heads, d, false, options, nn::Rope{d}};
+    nn::Rope rope;
+    rope.head_dim = c_.dim / c_.heads;
+    return {c_.dim, c_.heads, c_.kv_heads, rope.head_dim, false, options, rope};
   }
   Config c_;
   std::vector<nn::ParamSpec> specs_;

@@ -188,6 +188,17 @@ void append_slots(LayerCache& cache, const Tensor& k, const Tensor& v, int64_t m
 
 }  // namespace
 
+Attention::Projections Attention::project_step(const Tensor& x, const ParamView& ps, const CacheStep& step) const {
+  Projections p = project_qkv(x, ps);
+  p.q = Rope::apply(p.q, step.cos, step.sin);
+  p.k = Rope::apply(p.k, step.cos, step.sin);
+  if (step.real.defined()) {  // padding of a ragged prefill chunk: stored as zeros, never seen
+    p.k = p.k * step.real;
+    p.v = p.v * step.real;
+  }
+  return p;
+}
+
 Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, const std::string& prefix,
                          const CacheStep& step, LayerCache& cache) const {
   if (x.dim() != 3 || x.size(1) < 1 || x.size(2) != dim)
@@ -198,13 +209,7 @@ Tensor Attention::extend(const Tensor& x, const ParamView& ps, const State& st, 
     fail("decode", "affine_n 'full' divides by the whole sequence length, which changes every earlier position as "
                    "the sequence grows: cached decoding needs affine_n 'visible'");
   const int64_t b = x.size(0), tq = x.size(1);
-  auto [q, k, v, alpha_logits, gate_logits] = project_qkv(x, ps);
-  q = Rope::apply(q, step.cos, step.sin);
-  k = Rope::apply(k, step.cos, step.sin);
-  if (step.real.defined()) {  // padding of a ragged prefill chunk: stored as zeros, never seen
-    k = k * step.real;
-    v = v * step.real;
-  }
+  auto [q, k, v, alpha_logits, gate_logits] = project_step(x, ps, step);
   // The state and parameters the attention reads, looked up before the cache is touched.
   const Tensor sigma = row.core == CoreKind::sink ? ps[kSinks.name] : Tensor();
   const Tensor* alpha_ma = nullptr;
@@ -242,13 +247,7 @@ Tensor Attention::extend_registered(const AttentionKindInfo& row, const Tensor& 
                                     const std::string& prefix, const CacheStep& step, LayerCache& cache) const {
   if (!row.cached_step) fail("decode", no_cached_step(row.name));
   const int64_t b = x.size(0), tq = x.size(1);
-  auto [q, k, v, alpha_logits, gate_logits] = project_qkv(x, ps);
-  q = Rope::apply(q, step.cos, step.sin);
-  k = Rope::apply(k, step.cos, step.sin);
-  if (step.real.defined()) {  // padding of a ragged prefill chunk: stored as zeros, never seen
-    k = k * step.real;
-    v = v * step.real;
-  }
+  auto [q, k, v, alpha_logits, gate_logits] = project_step(x, ps, step);
   append_slots(cache, k, v, step.max_slots);  // [B, Hkv, S + Tq, d]
   const CachedStepInputs in{{ps, st, prefix, options}, q, cache.k, cache.v, step.visible, step.count, x};
   const Tensor o = row.cached_step(in);

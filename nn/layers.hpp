@@ -154,6 +154,9 @@ struct Attention {
     Tensor q, k, v, alpha_logits, gate_logits;
   };
   Projections project_qkv(const Tensor& x, const ParamView& ps) const;
+  // project_qkv of a step's Tq new tokens, q and k rotated to their positions, the padding of a
+  // ragged prefill chunk zeroed in k and v: what extend and extend_registered both start from.
+  Projections project_step(const Tensor& x, const ParamView& ps, const CacheStep& step) const;
   // The weights project_qkv stacks into one product, in order (names under the layer's prefix).
   std::vector<std::string> joint_weights() const;
 };

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support.hpp"
 #include "tests/train/trainer_fixtures.hpp"
 #include "train/run_dir.hpp"
 #include "train/trainer.hpp"
@@ -37,15 +38,6 @@ std::string cerr_of(const std::function<void()>& f) {
   }
   std::cerr.rdbuf(saved);
   return captured.str();
-}
-
-std::string error_text(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 // Every entry under dir, with the bytes of the files.
@@ -151,7 +143,7 @@ TEST_CASE("without validation batches the run reports no validation loss, never 
   CHECK(metrics.find("\"eval\"") == std::string::npos);
   CHECK(std::count(metrics.begin(), metrics.end(), '\n') == 4);
   // evaluate() itself refuses to average nothing.
-  CHECK(error_text([&] { evaluate(r.model, result.params, result.state, Teacher{}, {}, c.loss); }) ==
+  CHECK(error_of([&] { evaluate(r.model, result.params, result.state, Teacher{}, {}, c.loss); }) ==
         "[eval] no validation batches: nothing to evaluate (a loss of 0 would be a lie)");
   fs::remove_all(c.run_dir);
 }
@@ -186,7 +178,7 @@ TEST_CASE("a run stopped before its first checkpoint starts over in place, by --
   // A directory without any run's traces has nothing to resume, and is left as it was.
   fs::remove_all(dir);
   fs::create_directories(dir);
-  CHECK(error_text([&] { r.run(again, true); }) ==
+  CHECK(error_of([&] { r.run(again, true); }) ==
         "[resume] " + c.run_dir + "/checkpoint: no checkpoint to resume from");
   CHECK(names_in(dir).empty());
   fs::remove_all(dir);
@@ -198,7 +190,7 @@ TEST_CASE("a refused start leaves no lock file; a lock that made its directory r
   const fs::path dir = c.run_dir;
   fs::create_directories(dir);
   std::ofstream(dir / "notes.txt") << "mine\n";
-  CHECK(error_text([&] { r.run(c, false); }) ==
+  CHECK(error_of([&] { r.run(c, false); }) ==
         "[train] " + c.run_dir + " already holds files (notes.txt): pass --overwrite to move them aside, or choose "
                                  "another --run-dir");
   CHECK(names_in(dir) == std::vector<std::string>{"notes.txt"});
@@ -220,7 +212,7 @@ TEST_CASE("moving a run aside: '.', '..' and trailing slashes name the directory
   CHECK(run_dir_name(".") == fs::current_path().string());
   CHECK(run_dir_name("..") == fs::current_path().parent_path().string());
   CHECK(run_dir_name("/") == "/");
-  CHECK(error_text([] { move_run_aside("/", "train"); }) ==
+  CHECK(error_of([] { move_run_aside("/", "train"); }) ==
         "[train] cannot move / aside: it has no parent directory to hold /.old-1");
   const fs::path dir = fs::temp_directory_path() / "cotan_train_aside";
   fs::remove_all(dir);
